@@ -1,0 +1,45 @@
+"""coreai_torch: custom Metal kernels as real PyTorch operators.
+
+A kernel runs its Metal source eagerly (Apple GPUs through the MPS stream; any
+CPU by compiling the same source as C++), traces through ``torch.export``, and
+converts with :class:`TorchConverter` into a Core AI program in which it is a
+``coreai.metal4_kernel`` operation.
+
+The public API is that of Apple's ``coreai-torch`` package::
+
+    from coreai_torch import TorchMetalKernel, MetalParameter, TorchConverter
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .__version__ import __version__
+from .errors import MetalCompileError
+from .kernel import TorchMetalKernel
+from .modes import get_execution_mode, set_execution_mode
+
+__all__ = [
+    "MetalCompileError",
+    "MetalParameter",
+    "TorchConverter",
+    "TorchMetalKernel",
+    "__version__",
+    "get_decomp_table",
+    "get_execution_mode",
+    "set_execution_mode",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # coreai-core's authoring package takes a noticeable time to import; load it
+    # (and the converter, which needs it) only when asked for.
+    if name == "MetalParameter":
+        from coreai.authoring import MetalParameter
+
+        return MetalParameter
+    if name in ("TorchConverter", "get_decomp_table"):
+        from . import converter
+
+        return getattr(converter, name)
+    raise AttributeError(f"module 'coreai_torch' has no attribute {name!r}")

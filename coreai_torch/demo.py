@@ -1,0 +1,310 @@
+"""``python -m coreai_torch demo``: the whole flow on the documented seed kernels.
+
+1. Runs each seed kernel's Metal source eagerly (on the CPU backend here) and
+   compares it with its ``torch_defn``.
+2. Exports a model that calls a kernel with ``torch.export``.
+3. Converts it with ``TorchConverter`` into a Core AI program holding a
+   ``coreai.metal4_kernel`` and saves it as an ``.aimodel`` asset.
+4. Does the same for a small transformer block whose RMSNorm is a kernel, and
+   runs the kernel-free version of that block in Core AI's CPU runtime.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from .kernel import TorchMetalKernel
+
+_ID = ("id", "uint", "thread_position_in_grid")
+
+
+def _param(name: str, dtype: str, attr: str):
+    from coreai.authoring import MetalParameter
+
+    return MetalParameter(name, dtype, attr)
+
+
+# ----------------------------------------------------------------- kernels
+
+
+def _torch_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return x + y
+
+
+def _torch_sincos(x: torch.Tensor) -> list[torch.Tensor]:
+    return [torch.sin(x), torch.cos(x)]
+
+
+def _torch_matmul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.matmul(x, y)
+
+
+def _torch_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    variance = x.float().pow(2).mean(-1, keepdim=True)
+    return (x.float() * torch.rsqrt(variance + eps)).to(x.dtype) * weight
+
+
+def make_kernels() -> dict[str, TorchMetalKernel]:
+    """The seed kernels of Apple's documentation plus an RMSNorm kernel."""
+    vector_add = TorchMetalKernel(
+        "vector_add",
+        ["x", "y"],
+        ["output"],
+        src="output[id] = x[id] + y[id];",
+        torch_defn=_torch_add,
+        metal_params=[_param(*_ID)],
+    )
+    sincos = TorchMetalKernel(
+        "sincos",
+        ["x"],
+        ["out_sin", "out_cos"],
+        src="out_sin[id] = sin(x[id]); out_cos[id] = cos(x[id]);",
+        torch_defn=_torch_sincos,
+        metal_params=[_param(*_ID)],
+    )
+    matmul = TorchMetalKernel(
+        "matmul",
+        ["A", "B"],
+        ["C"],
+        src="""
+            const uint K = A.get_extent(0);
+            const uint M = A.get_extent(1);
+            const uint N = B.get_extent(0);
+            if (gid.x >= N || gid.y >= M) return;
+            TYPE sum = 0.0f;
+            for (uint k = 0; k < K; ++k) {
+                sum += A[k, gid.y] * B[gid.x, k];
+            }
+            C[gid.x, gid.y] = sum;
+        """,
+        torch_defn=_torch_matmul,
+        metal_params=[_param("gid", "uint2", "thread_position_in_grid")],
+        template_dtypes={"A": "TYPE"},
+    )
+    # One threadgroup per row; 32 threads (one SIMD-group) reduce the sum of
+    # squares with simd_sum. Rows are the innermost torch dimension, so a torch
+    # [rows, dim] tensor is read as x[col, row].
+    rms_norm = TorchMetalKernel(
+        "rms_norm",
+        ["x", "weight", "eps"],
+        ["out"],
+        src="""
+            const uint dim = x.get_extent(0);
+            const uint row = group.x;
+            float partial = 0.0f;
+            for (uint c = lane; c < dim; c += 32) {
+                float v = x[c, row];
+                partial += v * v;
+            }
+            const float scale = rsqrt(simd_sum(partial) / float(dim) + eps);
+            for (uint c = lane; c < dim; c += 32) {
+                out[c, row] = x[c, row] * scale * weight[c];
+            }
+        """,
+        torch_defn=_torch_rms_norm,
+        metal_params=[
+            _param("group", "uint3", "threadgroup_position_in_grid"),
+            _param("lane", "uint", "thread_index_in_simdgroup"),
+        ],
+    )
+    return {k.name: k for k in (vector_add, sincos, matmul, rms_norm)}
+
+
+# ------------------------------------------------------------------ models
+
+
+class AddModel(nn.Module):
+    def __init__(self, kernel: TorchMetalKernel) -> None:
+        super().__init__()
+        self.kernel = kernel
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.kernel(
+            x,
+            y,
+            threads_per_grid=(x.shape[0], 1, 1),
+            threads_per_thread_group=(1, 1, 1),
+            result_shapes=[list(x.shape)],
+        )
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm over the last dimension, through the kernel or through ATen ops."""
+
+    def __init__(self, dim: int, kernel: TorchMetalKernel | None, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(1.0 + 0.1 * torch.randn(dim))
+        self.kernel, self.eps = kernel, eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kernel is None:
+            return _torch_rms_norm(x, self.weight, self.eps)
+        rows = x.reshape(-1, x.shape[-1])
+        out = self.kernel(
+            rows,
+            self.weight,
+            self.eps,
+            threads_per_grid=(32 * rows.shape[0], 1, 1),
+            threads_per_thread_group=(32, 1, 1),
+            result_shapes=[list(rows.shape)],
+        )
+        return out.reshape(x.shape)
+
+
+class TransformerBlock(nn.Module):
+    """Pre-norm attention + MLP block, small enough for the demo."""
+
+    def __init__(self, dim: int = 64, heads: int = 4, kernel: TorchMetalKernel | None = None):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = RMSNorm(dim, kernel), RMSNorm(dim, kernel)
+        self.qkv = nn.Linear(dim, 3 * dim, bias=False)
+        self.proj = nn.Linear(dim, dim, bias=False)
+        self.up = nn.Linear(dim, 4 * dim)
+        self.down = nn.Linear(4 * dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
+        q, k, v = (z.reshape(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        attn = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(attn.transpose(1, 2).reshape(b, t, d))
+        return x + self.down(torch.nn.functional.silu(self.up(self.norm2(x))))
+
+
+# -------------------------------------------------------------------- demo
+
+
+def _step(title: str) -> None:
+    print(f"\n== {title}")
+
+
+def _compare(label: str, got: object, want: object, *, rtol: float, atol: float) -> float:
+    gots = got if isinstance(got, (list, tuple)) else [got]
+    wants = want if isinstance(want, (list, tuple)) else [want]
+    err = max((g.float() - w.float()).abs().max().item() for g, w in zip(gots, wants))
+    for g, w in zip(gots, wants):
+        torch.testing.assert_close(g, w, rtol=rtol, atol=atol)
+    print(f"   {label:<44} max |kernel - torch_defn| = {err:.3g}")
+    return err
+
+
+def _timed(fn: Callable[[], object]) -> tuple[object, float]:
+    start = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - start
+
+
+def run_kernels(kernels: dict[str, TorchMetalKernel]) -> None:
+    _step("1. Eager: each kernel's Metal source runs on the CPU backend")
+    torch.manual_seed(0)
+    x, y = torch.randn(16), torch.randn(16)
+    call = {"threads_per_grid": (16, 1, 1), "threads_per_thread_group": (1, 1, 1)}
+    out, secs = _timed(lambda: kernels["vector_add"](x, y, **call, result_shapes=[[16]]))
+    print(f"   vector_add: first call {secs * 1e3:.0f} ms (compiles the Metal source as C++)")
+    _, secs = _timed(lambda: kernels["vector_add"](x, y, **call, result_shapes=[[16]]))
+    print(f"   vector_add: second call {secs * 1e6:.0f} us (cached)")
+    _compare("vector_add, float32[16]", out, x + y, rtol=0, atol=0)
+
+    out = kernels["sincos"](x, **call, result_shapes=[[16], [16]])
+    _compare("sincos, float32[16], two results", out, _torch_sincos(x), rtol=1e-5, atol=1e-6)
+
+    for dtype, tol in ((torch.float32, 1e-5), (torch.float16, 1e-2)):
+        a, b = torch.randn(24, 16, dtype=dtype), torch.randn(16, 20, dtype=dtype)
+        out = kernels["matmul"](
+            a,
+            b,
+            threads_per_grid=(20, 24, 1),
+            threads_per_thread_group=(8, 8, 1),
+            result_shapes=[[24, 20]],
+        )
+        want = (a.float() @ b.float()).to(dtype)
+        _compare(f"matmul (template_dtypes), {dtype}", out, want, rtol=tol, atol=tol)
+
+    rows, weight = torch.randn(6, 100), torch.randn(100)
+    out = kernels["rms_norm"](
+        rows,
+        weight,
+        1e-6,
+        threads_per_grid=(32 * 6, 1, 1),
+        threads_per_thread_group=(32, 1, 1),
+        result_shapes=[[6, 100]],
+    )
+    want = _torch_rms_norm(rows, weight, 1e-6)
+    _compare("rms_norm (simd_sum), float32[6, 100]", out, want, rtol=1e-5, atol=1e-5)
+
+
+def run_conversion(kernels: dict[str, TorchMetalKernel], out_dir: Path) -> None:
+    from .converter import TorchConverter
+    from .converter.runtime import run_program
+
+    _step("2. Export the seed AddModel")
+    model = AddModel(kernels["vector_add"]).eval()
+    example = (torch.randn(16), torch.randn(16))
+    exported = torch.export.export(model, example)
+    nodes = [n for n in exported.graph.nodes if n.op == "call_function"]
+    print(f"   graph: {', '.join(str(n.target) for n in nodes)}")
+
+    _step("3. Convert AddModel to Core AI")
+    converter = TorchConverter().register_custom_kernels([kernels["vector_add"]])
+    converter.add_exported_program(exported, input_names=["x", "y"], output_names=["result"])
+    program = converter.to_coreai()
+    text = str(program)
+    print(f"   coreai.metal4_kernel operations: {text.count('coreai.metal4_kernel')}")
+    path = out_dir / "add_model.aimodel"
+    program.save_asset(path)
+    print(f"   saved {path}")
+
+    _step("4. A transformer block whose RMSNorm is a Metal kernel")
+    torch.manual_seed(0)
+    block = TransformerBlock(kernel=kernels["rms_norm"]).eval()
+    reference = TransformerBlock(kernel=None).eval()
+    reference.load_state_dict(block.state_dict())
+    x = torch.randn(2, 8, 64)
+    with torch.no_grad():
+        _compare(
+            "block with kernel vs block with ATen RMSNorm",
+            block(x),
+            reference(x),
+            rtol=1e-4,
+            atol=1e-4,
+        )
+        exported = torch.export.export(block, (x,))
+        converter = TorchConverter().register_custom_kernels([kernels["rms_norm"]])
+        converter.add_exported_program(exported, input_names=["x"], output_names=["y"])
+        program = converter.to_coreai()
+        print(f"   converted: {str(program).count('coreai.metal4_kernel')} metal4_kernel ops")
+        path = out_dir / "transformer_block.aimodel"
+        program.save_asset(path)
+        print(f"   saved {path}")
+
+        _step("5. The kernel-free block in Core AI's CPU runtime")
+        exported = torch.export.export(reference, (x,))
+        program = (
+            TorchConverter()
+            .add_exported_program(exported, input_names=["x"], output_names=["y"])
+            .to_coreai()
+        )
+        path = out_dir / "transformer_block_aten.aimodel"
+        program.save_asset(path)
+        (got,) = run_program(program, {"x": x})
+        err = (got - reference(x)).abs().max().item()
+        torch.testing.assert_close(got, reference(x), rtol=1e-4, atol=1e-4)
+        print(f"   coreai.runtime vs PyTorch: max abs error {err:.3g}; saved {path}")
+
+
+def main(out_dir: str | None = None) -> int:
+    """Runs the demo; assets go to ``out_dir`` (a new temporary directory if None)."""
+    target = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="coreai_torch_demo_"))
+    target.mkdir(parents=True, exist_ok=True)
+    kernels = make_kernels()
+    run_kernels(kernels)
+    run_conversion(kernels, target)
+    print(f"\nDemo complete. Assets in {target}")
+    return 0

@@ -1,0 +1,287 @@
+"""Checks on a ``TorchMetalKernel`` definition, run once at construction.
+
+Each function raises the documented exception type with a message that names
+the kernel and the offending value, and returns what the kernel keeps.
+"""
+
+from __future__ import annotations
+
+import inspect
+import keyword
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any, get_args, get_origin
+
+import torch
+
+from .contract import BUFFER_PREFIX, META_NAME
+
+SCALAR_TYPES = (int, float, bool)
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+# Words a parameter of a Metal (C++14-based) kernel cannot be called.
+_RESERVED = frozenset(
+    """
+    alignas alignof and and_eq asm auto bitand bitor bool break case catch char char16_t
+    char32_t class compl const constexpr const_cast continue decltype default delete do double
+    dynamic_cast else enum explicit export extern false float for friend goto if inline int long
+    mutable namespace new noexcept not not_eq nullptr operator or or_eq private protected public
+    register reinterpret_cast return short signed sizeof static static_assert static_cast struct
+    switch template this thread_local throw true try typedef typeid typename union unsigned
+    using virtual void volatile wchar_t while xor xor_eq kernel vertex fragment device constant
+    threadgroup thread threadgroup_imageblock ray_data object_data half bfloat uint ushort uchar
+    ulong size_t ptrdiff_t metal tensor
+    """.split()  # noqa: SIM905
+)
+
+# Compute-function input attributes (Metal Shading Language, "Attributes for
+# kernel function input arguments") and the types each may be declared with.
+_VECTOR_ATTRS = {
+    "thread_position_in_grid",
+    "thread_position_in_threadgroup",
+    "threadgroup_position_in_grid",
+    "threads_per_grid",
+    "threads_per_threadgroup",
+    "threadgroups_per_grid",
+    "dispatch_threads_per_threadgroup",
+    "grid_origin",
+    "grid_size",
+}
+_SCALAR_ATTRS = {
+    "thread_index_in_threadgroup",
+    "thread_index_in_simdgroup",
+    "thread_index_in_quadgroup",
+    "simdgroup_index_in_threadgroup",
+    "quadgroup_index_in_threadgroup",
+    "threads_per_simdgroup",
+    "simdgroups_per_threadgroup",
+    "quadgroups_per_threadgroup",
+    "thread_execution_width",
+    "dispatch_simdgroups_per_threadgroup",
+    "dispatch_quadgroups_per_threadgroup",
+}
+_VECTOR_ATTR_TYPES = {"uint", "uint2", "uint3", "ushort", "ushort2", "ushort3"}
+_SCALAR_ATTR_TYPES = {"uint", "ushort"}
+
+
+def check_kernel_name(name: object) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"Kernel name must be a non-empty string, got {name!r}.")
+    if not _IDENTIFIER.match(name):
+        raise ValueError(
+            f"Kernel name {name!r} is not a valid identifier: it names a torch op "
+            "(coreai_metal_kernels::<name>) and a Metal function, so use letters, digits and "
+            "underscores, not starting with a digit."
+        )
+    return name
+
+
+def _check_identifier(kernel: str, label: str, value: object) -> str:
+    if not isinstance(value, str) or not _IDENTIFIER.match(value):
+        raise ValueError(
+            f"kernel '{kernel}': {label} {value!r} is not a valid Metal identifier "
+            "(letters, digits and underscores, not starting with a digit)."
+        )
+    if value in _RESERVED or keyword.iskeyword(value):
+        raise ValueError(f"kernel '{kernel}': {label} {value!r} is a reserved word in Metal.")
+    if value == META_NAME or value.startswith(BUFFER_PREFIX):
+        raise ValueError(
+            f"kernel '{kernel}': {label} {value!r} is reserved for the names coreai_torch "
+            f"generates ({META_NAME!r}, {BUFFER_PREFIX!r}...); rename it."
+        )
+    return value
+
+
+def _as_name_list(kernel: str, label: str, names: object) -> tuple[str, ...]:
+    if isinstance(names, str) or not isinstance(names, Sequence):
+        raise TypeError(
+            f"kernel '{kernel}': {label} must be a list of strings, got {type(names).__name__} "
+            f"{names!r}."
+        )
+    return tuple(names)
+
+
+def check_io_names(
+    kernel: str, input_names: object, result_names: object
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    inputs = _as_name_list(kernel, "input_names", input_names)
+    results = _as_name_list(kernel, "result_names", result_names)
+    if not results:
+        raise ValueError(f"kernel '{kernel}': result_names must contain at least one entry.")
+    for label, names in (("input", inputs), ("result", results)):
+        for n in names:
+            _check_identifier(kernel, f"{label} name", n)
+        duplicates = sorted(n for n, c in Counter(names).items() if c > 1)
+        if duplicates:
+            raise ValueError(f"kernel '{kernel}': duplicate {label} names {duplicates}.")
+    overlap = sorted(set(inputs) & set(results))
+    if overlap:
+        raise ValueError(
+            f"kernel '{kernel}': names {overlap} appear in both input_names and result_names."
+        )
+    return inputs, results
+
+
+def check_metal_params(
+    kernel: str, metal_params: object, taken: Sequence[str]
+) -> tuple[tuple[str, str, str], ...]:
+    if metal_params is None:
+        return ()
+    if isinstance(metal_params, str) or not isinstance(metal_params, Sequence):
+        raise TypeError(
+            f"kernel '{kernel}': metal_params must be a list of MetalParameter, got "
+            f"{type(metal_params).__name__}."
+        )
+    params: list[tuple[str, str, str]] = []
+    seen = set(taken)
+    for p in metal_params:
+        fields = tuple(getattr(p, f, None) for f in ("name", "dtype", "attr"))
+        if not all(isinstance(f, str) for f in fields):
+            raise TypeError(
+                f"kernel '{kernel}': metal_params entries must be MetalParameter(name, dtype, "
+                f"attr), got {p!r}."
+            )
+        name, dtype, attr = fields
+        _check_identifier(kernel, "metal parameter name", name)
+        if name in seen:
+            raise ValueError(
+                f"kernel '{kernel}': metal parameter name {name!r} is already used by an input, "
+                "a result or another metal parameter."
+            )
+        seen.add(name)
+        if attr in _VECTOR_ATTRS:
+            allowed = _VECTOR_ATTR_TYPES
+        elif attr in _SCALAR_ATTRS:
+            allowed = _SCALAR_ATTR_TYPES
+        else:
+            known = ", ".join(sorted(_VECTOR_ATTRS | _SCALAR_ATTRS))
+            raise ValueError(
+                f"kernel '{kernel}': metal parameter {name!r} has attribute {attr!r}, which is "
+                f"not a compute-kernel thread attribute. Known attributes: {known}."
+            )
+        if dtype not in allowed:
+            raise ValueError(
+                f"kernel '{kernel}': metal parameter {name!r} [[{attr}]] has type {dtype!r}; "
+                f"Metal allows {sorted(allowed)}."
+            )
+        params.append((name, dtype, attr))
+    return tuple(params)
+
+
+def check_template_dtypes(
+    kernel: str, template_dtypes: object, input_names: Sequence[str]
+) -> tuple[tuple[str, str], ...]:
+    if template_dtypes is None:
+        return ()
+    if not isinstance(template_dtypes, dict):
+        raise TypeError(
+            f"kernel '{kernel}': template_dtypes must be a dict of input name -> placeholder, "
+            f"got {type(template_dtypes).__name__}."
+        )
+    missing = sorted(str(k) for k in template_dtypes if k not in input_names)
+    if missing:
+        raise ValueError(
+            f"kernel '{kernel}': template_dtypes keys {missing} are not input names "
+            f"{list(input_names)}."
+        )
+    for key, placeholder in template_dtypes.items():
+        if not isinstance(placeholder, str) or not placeholder:
+            raise ValueError(
+                f"kernel '{kernel}': template_dtypes[{key!r}] must be a non-empty placeholder "
+                f"string, got {placeholder!r}."
+            )
+    repeated = sorted(p for p, c in Counter(template_dtypes.values()).items() if c > 1)
+    if repeated:
+        raise ValueError(
+            f"kernel '{kernel}': template_dtypes placeholders {repeated} are used for more than "
+            "one input; each placeholder must be unique."
+        )
+    return tuple(template_dtypes.items())
+
+
+def check_source(kernel: str, label: str, value: object, *, optional: bool) -> str:
+    if value is None and optional:
+        return ""
+    if not isinstance(value, str):
+        raise TypeError(f"kernel '{kernel}': {label} must be a string, got {type(value).__name__}.")
+    return value
+
+
+def torch_defn_signature(
+    kernel: str, torch_defn: Callable[..., Any], input_names: Sequence[str]
+) -> tuple[dict[str, type], str]:
+    """Checks ``torch_defn`` and returns (scalar input types, return kind).
+
+    The return kind is ``"tensor"``, ``"tuple"`` or ``"list"``.
+    """
+    if not callable(torch_defn):
+        raise TypeError(f"kernel '{kernel}': torch_defn must be callable, got {torch_defn!r}.")
+    try:
+        # eval_str resolves the string annotations of `from __future__ import annotations`.
+        sig = inspect.signature(torch_defn, eval_str=True)
+    except (NameError, SyntaxError) as exc:
+        raise TypeError(
+            f"kernel '{kernel}': the annotations of torch_defn cannot be resolved ({exc})."
+        ) from exc
+    params = list(sig.parameters.values())
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise TypeError(
+                f"kernel '{kernel}': torch_defn parameter '{p.name}' is {p.kind.description}; "
+                "custom kernels take a fixed list of parameters, no *args / **kwargs."
+            )
+        if p.kind is p.KEYWORD_ONLY:
+            raise TypeError(
+                f"kernel '{kernel}': torch_defn parameter '{p.name}' is keyword-only; kernel "
+                "inputs are passed positionally."
+            )
+        if p.annotation is not torch.Tensor and p.annotation not in SCALAR_TYPES:
+            shown = "no annotation" if p.annotation is p.empty else repr(p.annotation)
+            raise TypeError(
+                f"kernel '{kernel}': torch_defn parameter '{p.name}' is annotated {shown}; "
+                "custom kernels only support `torch.Tensor`, `int`, `float` and `bool` inputs."
+            )
+    if len(params) != len(input_names):
+        raise ValueError(
+            f"kernel '{kernel}': torch_defn has {len(params)} parameters but input_names has "
+            f"{len(input_names)} entries {list(input_names)}; they must match one to one."
+        )
+    scalar_types = {
+        name: p.annotation
+        for name, p in zip(input_names, params)
+        if p.annotation is not torch.Tensor
+    }
+    return scalar_types, _return_kind(kernel, sig.return_annotation)
+
+
+def _return_kind(kernel: str, annotation: Any) -> str:
+    if annotation is torch.Tensor:
+        return "tensor"
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin in (tuple, list) and args and all(a is torch.Tensor for a in args):
+        return origin.__name__
+    raise TypeError(
+        f"kernel '{kernel}': torch_defn returns {annotation!r}; metal kernels only support "
+        "`torch.Tensor`, `list[torch.Tensor]` or `tuple[torch.Tensor, ...]` with a concrete "
+        "number of members."
+    )
+
+
+def check_return_count(
+    kernel: str, torch_defn: Callable[..., Any], result_names: Sequence[str], kind: str
+) -> None:
+    annotation = inspect.signature(torch_defn, eval_str=True).return_annotation
+    if kind == "tensor" and len(result_names) != 1:
+        raise ValueError(
+            f"kernel '{kernel}': torch_defn returns a single torch.Tensor but result_names has "
+            f"{len(result_names)} entries {list(result_names)}."
+        )
+    if kind == "tuple":
+        count = len(get_args(annotation))
+        if count != len(result_names):
+            raise ValueError(
+                f"kernel '{kernel}': torch_defn returns a tuple of {count} tensors but "
+                f"result_names has {len(result_names)} entries {list(result_names)}."
+            )

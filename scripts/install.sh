@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs coreai_torch and what it needs on a Debian/Ubuntu machine.
+#   bash scripts/install.sh          # the package, torch 2.13.0 and clang for the CPU backend
+#   bash scripts/install.sh --test   # also the test dependencies
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+extras=""
+if [[ "${1:-}" == "--test" ]]; then extras="[test]"; fi
+
+as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
+
+# The CPU backend compiles Metal kernels as C++23 with clang (15 or newer).
+have_clang=""
+for cxx in "${COREAI_TORCH_CXX:-}" clang++-19 clang++-18 clang++-17 clang++-16 clang++-15 clang++; do
+  if [[ -n "$cxx" ]] && command -v "$cxx" >/dev/null 2>&1; then have_clang="$cxx"; break; fi
+done
+if [[ -z "$have_clang" ]]; then
+  if command -v apt-get >/dev/null 2>&1; then
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-19 >/dev/null
+  else
+    echo "No clang++ found: install clang 15 or newer (or Xcode's command line tools) and rerun." >&2
+    exit 1
+  fi
+fi
+
+python -m pip install -q "torch==2.13.0"
+# --no-build-isolation: the extension must be compiled against the torch installed above.
+python -m pip install -q --no-build-isolation -e ".${extras}"

@@ -1,0 +1,45 @@
+"""Builds ``coreai_torch._C``: the launch op, the CPU backend and, on macOS, the MPS backend.
+
+``pip install --no-build-isolation .`` (torch must already be installed, so the
+extension is compiled against the torch that will load it).
+"""
+
+import sys
+from pathlib import Path
+
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension
+
+ROOT = Path(__file__).parent.resolve()
+CSRC = ROOT / "csrc"
+IS_MACOS = sys.platform == "darwin"
+
+sources = sorted(str(p.relative_to(ROOT)) for p in [*CSRC.glob("*.cpp"), *CSRC.glob("cpu/*.cpp")])
+extra_compile_args = ["-std=c++17", "-O2", "-fvisibility=hidden"]
+extra_link_args = []
+# The source tree's msl/ headers, for editable installs (an installed wheel finds
+# its own copy next to _C, see csrc/cpu/jit.cpp).
+define_macros = [("COREAI_TORCH_SOURCE_MSL_DIR", f'"{CSRC / "msl"}"')]
+
+if IS_MACOS:
+    sources += sorted(str(p.relative_to(ROOT)) for p in CSRC.glob("mps/*.mm"))
+    extra_compile_args += ["-fobjc-arc"]
+    extra_link_args += ["-framework", "Metal", "-framework", "Foundation"]
+    define_macros.append(("COREAI_TORCH_WITH_MPS", "1"))
+
+setup(
+    packages=["coreai_torch", "coreai_torch.backends", "coreai_torch.converter", "coreai_torch.msl"],
+    package_dir={"coreai_torch.msl": "csrc/msl"},
+    package_data={"coreai_torch.msl": ["*", "*/*"]},
+    ext_modules=[
+        CppExtension(
+            "coreai_torch._C",
+            sources,
+            include_dirs=[str(CSRC)],
+            define_macros=define_macros,
+            extra_compile_args=extra_compile_args,
+            extra_link_args=extra_link_args,
+        )
+    ],
+    cmdclass={"build_ext": BuildExtension},
+)

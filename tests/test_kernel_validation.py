@@ -1,0 +1,266 @@
+"""Construction and call validation of TorchMetalKernel: exception types and messages."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from coreai_torch import MetalParameter, TorchMetalKernel
+
+ID = [MetalParameter("id", "uint", "thread_position_in_grid")]
+CALL = {"threads_per_grid": (4, 1, 1), "threads_per_thread_group": (4, 1, 1)}
+
+
+def unary(x: torch.Tensor) -> torch.Tensor:
+    return x.clone()
+
+
+def binary(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return x + y
+
+
+def make(name="val_k", inputs=("x",), results=("out",), defn=unary, **kw):
+    return TorchMetalKernel(
+        name,
+        list(inputs),
+        list(results),
+        kw.pop("src", "out[id] = x[id];"),
+        defn,
+        metal_params=kw.pop("metal_params", ID),
+        **kw,
+    )
+
+
+@pytest.mark.parametrize("name", ["", "   ", None, 3])
+def test_name_must_be_non_blank_string(name):
+    with pytest.raises(ValueError, match="non-empty string"):
+        make(name=name)
+
+
+def test_name_must_be_identifier():
+    with pytest.raises(ValueError, match="'my-kernel' is not a valid identifier"):
+        make(name="my-kernel")
+
+
+def test_result_names_not_empty():
+    with pytest.raises(ValueError, match="kernel 'val_k': result_names must contain at least one"):
+        make(results=())
+
+
+@pytest.mark.parametrize(
+    ("inputs", "results", "message"),
+    [
+        (("x", "x"), ("out",), r"duplicate input names \['x'\]"),
+        (("x",), ("out", "out"), r"duplicate result names \['out'\]"),
+        (("x",), ("x",), r"names \['x'\] appear in both"),
+        (("1x",), ("out",), "input name '1x' is not a valid Metal identifier"),
+        (("x",), ("float",), "result name 'float' is a reserved word"),
+        (("coreai_meta",), ("out",), "reserved for the names coreai_torch generates"),
+    ],
+)
+def test_io_names(inputs, results, message):
+    with pytest.raises(ValueError, match=message):
+        make(inputs=inputs, results=results)
+
+
+def test_torch_defn_annotation_must_be_supported():
+    def bad(x: torch.Tensor, y: str) -> torch.Tensor:
+        return x
+
+    with pytest.raises(TypeError, match="parameter 'y' is annotated <class 'str'>"):
+        make(inputs=("x", "y"), defn=bad)
+
+
+def test_torch_defn_unannotated_parameter():
+    def bad(x) -> torch.Tensor:
+        return x
+
+    with pytest.raises(TypeError, match="parameter 'x' is annotated no annotation"):
+        make(defn=bad)
+
+
+def test_torch_defn_no_varargs():
+    def bad(*xs: torch.Tensor) -> torch.Tensor:
+        return xs[0]
+
+    with pytest.raises(TypeError, match=r"no \*args / \*\*kwargs"):
+        make(defn=bad)
+
+    def bad_kw(x: torch.Tensor, **kw: torch.Tensor) -> torch.Tensor:
+        return x
+
+    with pytest.raises(TypeError, match=r"no \*args / \*\*kwargs"):
+        make(defn=bad_kw)
+
+
+def test_torch_defn_parameter_count():
+    with pytest.raises(ValueError, match="torch_defn has 2 parameters but input_names has 1"):
+        make(defn=binary)
+
+
+def test_string_annotations_are_resolved():
+    # This module uses `from __future__ import annotations`: every annotation is a string.
+    assert isinstance(binary.__annotations__["x"], str)
+    k = make(name="val_strings", inputs=("x", "y"), defn=binary)
+    assert k.scalar_types == {}
+
+
+@pytest.mark.parametrize(
+    "annotation", [int, "tuple[torch.Tensor, ...]", "list[int]", "dict[str, torch.Tensor]"]
+)
+def test_return_annotation_type_errors(annotation):
+    def fn(x: torch.Tensor):
+        return x
+
+    fn.__annotations__["return"] = annotation
+    with pytest.raises(TypeError, match="metal kernels only support"):
+        make(defn=fn)
+
+
+def test_single_tensor_return_with_two_results():
+    with pytest.raises(ValueError, match="returns a single torch.Tensor but result_names has 2"):
+        make(results=("a", "b"))
+
+
+def test_tuple_length_must_match_results():
+    def two(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x, x
+
+    with pytest.raises(ValueError, match="tuple of 2 tensors but result_names has 3"):
+        make(results=("a", "b", "c"), defn=two)
+
+
+def test_list_length_checked_at_call_time():
+    def three(x: torch.Tensor) -> list[torch.Tensor]:
+        return [x, x, x]
+
+    k = make(
+        name="val_list_len", results=("a", "b"), defn=three, src="a[id] = x[id]; b[id] = x[id];"
+    )
+    k.execution_mode = "reference"
+    with pytest.raises(ValueError, match="torch_defn returned 3 values but the kernel has 2"):
+        k(torch.ones(4), result_shapes=[[4], [4]], **CALL)
+
+
+def test_template_dtypes_keys_must_be_inputs():
+    with pytest.raises(ValueError, match=r"template_dtypes keys \['z'\] are not input names"):
+        make(template_dtypes={"z": "T"})
+
+
+def test_template_placeholders_unique():
+    with pytest.raises(ValueError, match=r"placeholders \['T'\] are used for more than one"):
+        make(inputs=("x", "y"), defn=binary, template_dtypes={"x": "T", "y": "T"})
+
+
+def test_more_than_31_parameters():
+    names = [f"x{i}" for i in range(31)]
+    params = ", ".join(f"{n}: torch.Tensor" for n in names)
+    scope: dict = {"torch": torch}
+    exec(f"def fn({params}) -> torch.Tensor:\n    return x0", scope)
+    with pytest.raises(ValueError, match="metal kernels support 31 inputs, got 33"):
+        make(name="val_wide", inputs=names, defn=scope["fn"])
+
+
+def test_unknown_thread_attribute():
+    with pytest.raises(
+        ValueError, match="'thread_position', which is not a compute-kernel thread attr"
+    ):
+        make(metal_params=[MetalParameter("id", "uint", "thread_position")])
+
+
+def test_metal_param_name_clash():
+    with pytest.raises(ValueError, match="metal parameter name 'x' is already used"):
+        make(metal_params=[MetalParameter("x", "uint", "thread_position_in_grid")])
+
+
+# ------------------------------------------------------------------ calls
+
+
+@pytest.fixture(scope="module")
+def add():
+    return make(name="val_add", inputs=("x", "y"), defn=binary, src="out[id] = x[id] + y[id];")
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"threads_per_grid": (4, 1)}, "threads_per_grid must be a 3-tuple, got 2 elements"),
+        ({"threads_per_thread_group": (4, 1, 1, 1)}, "threads_per_thread_group must be a 3-tuple"),
+        ({"threads_per_thread_group": (0, 1, 1)}, r"entries must be >= 1, got \(0, 1, 1\)"),
+        ({"threads_per_thread_group": (64, 32, 1)}, "2048 threads; a threadgroup holds at most"),
+        ({"threads_per_grid": (-1, 1, 1)}, r"threads_per_grid entries must be >= 0"),
+        ({"result_shapes": [[4], [4]]}, "one shape per result name; expected 1"),
+        ({"result_shapes": [[-4]]}, "negative dimension"),
+        ({"result_shapes": [[]]}, "rank-0 results are not supported"),
+    ],
+)
+def test_call_value_errors(add, kw, message):
+    args = {**CALL, "result_shapes": [[4]], **kw}
+    with pytest.raises(ValueError, match=message):
+        add(torch.ones(4), torch.ones(4), **args)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex64, torch.float8_e4m3fn])
+def test_unsupported_dtype_names_input(add, dtype):
+    with pytest.raises(TypeError, match=f"input 'y' has dtype {dtype}"):
+        add(torch.ones(4), torch.ones(4).to(dtype), result_shapes=[[4]], **CALL)
+
+
+def test_tensor_where_scalar_declared_and_reverse():
+    def fn(x: torch.Tensor, n: int) -> torch.Tensor:
+        return x + n
+
+    k = make(name="val_scalar_kind", inputs=("x", "n"), defn=fn, src="out[id] = x[id] + n;")
+    with pytest.raises(TypeError, match="input 'n' is declared int in torch_defn, got a tensor"):
+        k(torch.ones(4), torch.tensor(2), result_shapes=[[4]], **CALL)
+    with pytest.raises(TypeError, match="input 'x' is declared torch.Tensor in torch_defn, got"):
+        k(1.0, 2, result_shapes=[[4]], **CALL)
+    with pytest.raises(TypeError, match="input 'n' is declared int in torch_defn, got float"):
+        k(torch.ones(4), 2.5, result_shapes=[[4]], **CALL)
+
+
+def test_scalar_ranges():
+    def fn(x: torch.Tensor, n: int, s: float) -> torch.Tensor:
+        return x * s + n
+
+    k = make(name="val_ranges", inputs=("x", "n", "s"), defn=fn, src="out[id] = x[id] * s + n;")
+    with pytest.raises(ValueError, match="int input 'n' = 2147483648 does not fit"):
+        k(torch.ones(4), 2**31, 1.0, result_shapes=[[4]], **CALL)
+    for bad in (float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="float input 's' = .* is not finite"):
+            k(torch.ones(4), 1, bad, result_shapes=[[4]], **CALL)
+
+
+def test_tensors_on_different_devices(add):
+    with pytest.raises(ValueError, match="input 'x' is on cpu but 'y' is on meta"):
+        add(torch.ones(4), torch.ones(4, device="meta"), result_shapes=[[4]], **CALL)
+
+
+def test_wrong_number_of_inputs(add):
+    with pytest.raises(TypeError, match=r"takes 2 inputs \['x', 'y'\], got 1"):
+        add(torch.ones(4), result_shapes=[[4]], **CALL)
+
+
+def test_result_shape_disagreeing_with_reference(add):
+    add.execution_mode = "reference"
+    try:
+        with pytest.raises(ValueError, match=r"gives \[5\] for result 'out', but torch_defn "):
+            add(torch.ones(4), torch.ones(4), result_shapes=[[5]], **CALL)
+    finally:
+        add.execution_mode = None
+
+
+def test_returns_follow_annotation():
+    def as_list(x: torch.Tensor) -> list[torch.Tensor]:
+        return [x + 1, x + 2]
+
+    def as_tuple(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x + 1, x + 2
+
+    src = "a[id] = x[id] + 1; b[id] = x[id] + 2;"
+    for name, fn, kind in (("val_ret_list", as_list, list), ("val_ret_tuple", as_tuple, tuple)):
+        k = make(name=name, results=("a", "b"), defn=fn, src=src)
+        out = k(torch.zeros(4), result_shapes=[[4], [4]], **CALL)
+        assert type(out) is kind
+        torch.testing.assert_close(out[0], torch.ones(4))
+        torch.testing.assert_close(out[1], torch.full((4,), 2.0))
