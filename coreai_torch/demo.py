@@ -242,7 +242,7 @@ def run_kernels(kernels: dict[str, TorchMetalKernel]) -> None:
 
 def run_conversion(kernels: dict[str, TorchMetalKernel], out_dir: Path) -> None:
     from .converter import TorchConverter
-    from .converter.runtime import run_program
+    from .runtime import run_program
 
     _step("2. Export the seed AddModel")
     model = AddModel(kernels["vector_add"]).eval()
@@ -293,7 +293,7 @@ def run_conversion(kernels: dict[str, TorchMetalKernel], out_dir: Path) -> None:
         )
         path = out_dir / "transformer_block_aten.aimodel"
         program.save_asset(path)
-        (got,) = run_program(program, {"x": x})
+        got = run_program(program, {"x": x})["y"]
         err = (got - reference(x)).abs().max().item()
         torch.testing.assert_close(got, reference(x), rtol=1e-4, atol=1e-4)
         print(f"   coreai.runtime vs PyTorch: max abs error {err:.3g}; saved {path}")

@@ -1,0 +1,391 @@
+// C++ benchmarks of the coreai_torch launch op against ATen, with no Python in
+// the loop: kernels rendered ahead of time by render_kernels.py are registered
+// and launched through the dispatcher, the way any C++ caller of the op would.
+//
+//   coreai_torch_bench --kernels DIR [--smoke] [--json] [--only KEY]
+//
+// Every measurement runs warm-up calls first, then `reps` repetitions of
+// `calls` back-to-back calls; a repetition gives one per-call time, and the
+// table reports the median over repetitions (the JSON also has the best).
+// Every kernel's result is checked against ATen before it is timed.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+// ---- kernels rendered by render_kernels.py ---------------------------------
+
+struct KernelFile {
+  std::string name, entry, arg_kinds, source;
+  std::vector<std::string> tensor_names, thread_attrs;
+};
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw std::runtime_error("cannot read " + path +
+                             "; render the kernels first: python benchmarks/cpp/render_kernels.py "
+                             "DIR, then pass --kernels DIR");
+  }
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<std::string> words(std::istringstream& line) {
+  std::vector<std::string> out;
+  for (std::string w; line >> w;) out.push_back(w);
+  return out;
+}
+
+KernelFile read_kernel(const std::string& dir, const std::string& key) {
+  KernelFile k;
+  k.source = read_text(dir + "/" + key + ".metal");
+  std::istringstream fields(read_text(dir + "/" + key + ".kernel"));
+  for (std::string line; std::getline(fields, line);) {
+    std::istringstream in(line);
+    std::string field;
+    in >> field;
+    if (field == "name") in >> k.name;
+    else if (field == "entry") in >> k.entry;
+    else if (field == "arg_kinds") in >> k.arg_kinds;
+    else if (field == "tensor_names") k.tensor_names = words(in);
+    else if (field == "thread_attrs") k.thread_attrs = words(in);
+  }
+  if (k.name.empty() || k.entry.empty() || k.tensor_names.empty()) {
+    throw std::runtime_error(dir + "/" + key + ".kernel lacks name, entry or tensor_names");
+  }
+  return k;
+}
+
+// ---- the coreai_torch ops, found by name in the dispatcher -----------------
+
+// The C++ signatures the ops are registered with (csrc/ops.cpp).
+using RegisterKernelFn = int64_t(std::string, std::string, std::string, std::string,
+                                 std::vector<std::string>, std::vector<std::string>, int64_t);
+using LaunchFn = std::vector<at::Tensor>(int64_t, at::TensorList, c10::ArrayRef<c10::Scalar>,
+                                         at::IntArrayRef, at::IntArrayRef, at::IntArrayRef,
+                                         at::IntArrayRef, c10::ArrayRef<at::ScalarType>);
+
+class CoreaiOps {
+ public:
+  CoreaiOps()
+      : register_(c10::Dispatcher::singleton()
+                      .findSchemaOrThrow("coreai_torch::register_kernel", "")
+                      .typed<RegisterKernelFn>()),
+        launch_(c10::Dispatcher::singleton()
+                    .findSchemaOrThrow("coreai_torch::launch", "")
+                    .typed<LaunchFn>()) {}
+
+  int64_t register_kernel(const KernelFile& k) const {
+    return register_.call(k.name, k.source, k.entry, k.arg_kinds, k.tensor_names,
+                          k.thread_attrs, /*options=*/0);
+  }
+
+  const c10::TypedOperatorHandle<LaunchFn>& launch() const { return launch_; }
+
+ private:
+  c10::TypedOperatorHandle<RegisterKernelFn> register_;
+  c10::TypedOperatorHandle<LaunchFn> launch_;
+};
+
+// One launch of a registered kernel with float32 results, ready to repeat.
+struct Launch {
+  const CoreaiOps* ops;
+  int64_t handle;
+  std::vector<at::Tensor> tensors;
+  std::vector<c10::Scalar> scalars;
+  std::vector<int64_t> grid, group, result_shape;
+
+  at::Tensor operator()() const {
+    static const std::vector<at::ScalarType> dtypes{at::kFloat};
+    const std::vector<int64_t> ranks{static_cast<int64_t>(result_shape.size())};
+    return ops->launch().call(handle, tensors, scalars, grid, group, result_shape, ranks,
+                              dtypes)[0];
+  }
+};
+
+// ---- timing ------------------------------------------------------------------
+
+struct Plan {
+  int warmup;  // calls before timing
+  int reps;    // timed repetitions
+  int calls;   // back-to-back calls per repetition
+};
+
+struct Timing {
+  double median;  // seconds per call
+  double best;
+};
+
+template <class F>
+Timing measure(F&& f, const Plan& plan) {
+  using clock = std::chrono::steady_clock;
+  for (int i = 0; i < plan.warmup; ++i) f();
+  std::vector<double> per_call;
+  for (int r = 0; r < plan.reps; ++r) {
+    const auto t0 = clock::now();
+    for (int i = 0; i < plan.calls; ++i) f();
+    const std::chrono::duration<double> dt = clock::now() - t0;
+    per_call.push_back(dt.count() / plan.calls);
+  }
+  std::sort(per_call.begin(), per_call.end());
+  return {per_call[per_call.size() / 2], per_call.front()};
+}
+
+void check_close(const char* what, const at::Tensor& ours, const at::Tensor& expected,
+                 double rtol, double atol) {
+  if (!at::allclose(ours, expected, rtol, atol)) {
+    const double worst = (ours - expected).abs().max().item<double>();
+    throw std::runtime_error(std::string(what) + ": the kernel's result differs from ATen's by up "
+                             "to " + std::to_string(worst) + " (rtol " + std::to_string(rtol) +
+                             ", atol " + std::to_string(atol) + ")");
+  }
+}
+
+// ---- rows --------------------------------------------------------------------
+
+struct Row {
+  std::string key;     // stable identifier (tests look rows up by it)
+  std::string metric;  // what is measured, with its unit
+  double ours = 0, ours_best = 0;
+  std::optional<double> baseline, baseline_best, ratio;
+  std::string target = "-";
+  std::optional<bool> pass;
+};
+
+struct Sizes {
+  int64_t tiny = 16;
+  int64_t vector_log2;
+  int64_t matmul;
+  int64_t barrier_groups;
+  int64_t barrier_count;
+  Plan tiny_plan, big_plan;
+};
+
+Sizes sizes_for(bool smoke) {
+  if (smoke) return {16, 12, 32, 2, 4, {1, 3, 5}, {1, 3, 1}};
+  return {16, 24, 256, 64, 64, {2000, 15, 2000}, {2, 11, 1}};
+}
+
+constexpr int64_t kTile = 16;  // benchmarks/bench_kernels.py: TILE
+constexpr double kLaunchTarget = 3.0;
+constexpr double kThroughputTarget = 0.8;
+constexpr double kBarrierTargetNs = 20.0;
+
+Row launch_row(const CoreaiOps& ops, int64_t add, const Sizes& s) {
+  const at::Tensor x = at::randn({s.tiny}), y = at::randn({s.tiny});
+  const Launch call{&ops, add, {x, y}, {}, {s.tiny, 1, 1}, {s.tiny, 1, 1}, {s.tiny}};
+  // One rounding per element on both sides: the sums are bitwise equal.
+  check_close("bench_add (16 elements)", call(), at::add(x, y), 0, 0);
+  const Timing ours = measure(call, s.tiny_plan);
+  const Timing base = measure([&] { return at::add(x, y); }, s.tiny_plan);
+  Row r{"cpp.launch_tiny", "C++: add " + std::to_string(s.tiny) +
+                               " elements, us/call (vs at::add)"};
+  r.ours = ours.median * 1e6;
+  r.ours_best = ours.best * 1e6;
+  r.baseline = base.median * 1e6;
+  r.baseline_best = base.best * 1e6;
+  r.ratio = ours.median / base.median;
+  r.target = "<= 3x";
+  r.pass = *r.ratio <= kLaunchTarget;
+  return r;
+}
+
+Row vector_add_row(const CoreaiOps& ops, int64_t add, const Sizes& s) {
+  const int64_t n = int64_t{1} << s.vector_log2;
+  const at::Tensor x = at::randn({n}), y = at::randn({n});
+  const Launch call{&ops, add, {x, y}, {}, {n, 1, 1}, {1024, 1, 1}, {n}};
+  check_close("bench_add (vector)", call(), at::add(x, y), 0, 0);
+  const Timing ours = measure(call, s.big_plan);
+  const Timing base = measure([&] { return at::add(x, y); }, s.big_plan);
+  const double gb = 3.0 * n * sizeof(float) / 1e9;  // two reads and one write per element
+  Row r{"cpp.vector_add", "C++: add 2^" + std::to_string(s.vector_log2) +
+                              " fp32, GB/s (vs at::add)"};
+  r.ours = gb / ours.median;
+  r.ours_best = gb / ours.best;
+  r.baseline = gb / base.median;
+  r.baseline_best = gb / base.best;
+  r.ratio = base.median / ours.median;
+  r.target = ">= 0.8x";
+  r.pass = *r.ratio >= kThroughputTarget;
+  return r;
+}
+
+std::vector<Row> matmul_rows(const CoreaiOps& ops, int64_t tiled, int64_t no_barrier,
+                             const Sizes& s) {
+  const int64_t n = s.matmul;
+  const at::Tensor a = at::randn({n, n}), b = at::randn({n, n});
+  const Launch with{&ops, tiled, {a, b}, {}, {n, n, 1}, {kTile, kTile, 1}, {n, n}};
+  const Launch without{&ops, no_barrier, {a, b}, {}, {n, n, 1}, {kTile, kTile, 1}, {n, n}};
+  // Dot products of n standard-normal pairs (|sum| ~ sqrt(n)) summed in a
+  // different order from ATen's: fp32 rounding differs by a few ulp per add,
+  // well inside 1e-4 relative plus 1e-3 absolute at n = 256.
+  check_close("bench_tiled_matmul", with(), at::matmul(a, b), 1e-4, 1e-3);
+  const Timing t_with = measure(with, s.big_plan);
+  const Timing t_without = measure(without, s.big_plan);  // result is wrong by design
+  const Timing base = measure([&] { return at::matmul(a, b); }, s.big_plan);
+
+  const std::string size = std::to_string(n) + "^3";
+  Row tiled_row{"cpp.tiled_matmul", "C++: tiled matmul " + size + " fp32, ms (vs at::matmul)"};
+  tiled_row.ours = t_with.median * 1e3;
+  tiled_row.ours_best = t_with.best * 1e3;
+  tiled_row.baseline = base.median * 1e3;
+  tiled_row.baseline_best = base.best * 1e3;
+  tiled_row.ratio = t_with.median / base.median;
+
+  Row bare_row{"cpp.tiled_matmul_no_barrier",
+               "C++: same matmul without barriers, ms (vs at::matmul)"};
+  bare_row.ours = t_without.median * 1e3;
+  bare_row.ours_best = t_without.best * 1e3;
+  bare_row.baseline = tiled_row.baseline;
+  bare_row.baseline_best = tiled_row.baseline_best;
+  bare_row.ratio = t_without.median / base.median;
+
+  // What the barriers add, spread over every barrier every thread passes.
+  const double thread_barriers = double(n) * n * 2 * ((n + kTile - 1) / kTile);
+  Row cost{"cpp.barrier_cost", "C++: barrier cost in tiled matmul, ns/thread/barrier"};
+  cost.ours = (t_with.median - t_without.median) / thread_barriers * 1e9;
+  cost.ours_best = (t_with.best - t_without.best) / thread_barriers * 1e9;
+  cost.target = "<= 20 ns";
+  cost.pass = cost.ours <= kBarrierTargetNs;
+  return {tiled_row, bare_row, cost};
+}
+
+Row barrier_loop_row(const CoreaiOps& ops, int64_t loop, const Sizes& s) {
+  const int64_t threads = s.barrier_groups * 256;
+  const at::Tensor x = at::randn({threads});
+  auto call = [&](int64_t count) {
+    return Launch{&ops, loop, {x}, {c10::Scalar(count)}, {threads, 1, 1}, {256, 1, 1},
+                  {threads}};
+  };
+  check_close("bench_barrier_loop", call(s.barrier_count)(), x + s.barrier_count, 0, 0);
+  const Timing busy = measure(call(s.barrier_count), s.big_plan);
+  const Timing idle = measure(call(0), s.big_plan);
+  const double thread_barriers = double(threads) * s.barrier_count;
+  Row r{"cpp.barrier_alone", "C++: barrier alone (" + std::to_string(s.barrier_count) +
+                                 " per thread, 256-thread groups), ns/thread/barrier"};
+  r.ours = (busy.median - idle.median) / thread_barriers * 1e9;
+  r.ours_best = (busy.best - idle.best) / thread_barriers * 1e9;
+  return r;
+}
+
+// ---- output --------------------------------------------------------------------
+
+std::string number(double v) {
+  char buf[32];
+  const double a = std::fabs(v);
+  std::snprintf(buf, sizeof buf, a >= 100 ? "%.0f" : a >= 10 ? "%.1f" : a >= 0.1 ? "%.2f" : "%.3g",
+                v);
+  return buf;
+}
+
+std::string cell(const std::optional<double>& v, const char* suffix = "") {
+  return v ? number(*v) + suffix : "-";
+}
+
+void print_markdown(const std::vector<Row>& rows) {
+  std::cout << "| metric | ours | baseline | ratio | target | pass |\n"
+            << "|---|---:|---:|---:|---|---|\n";
+  for (const Row& r : rows) {
+    std::cout << "| " << r.metric << " | " << number(r.ours) << " | " << cell(r.baseline)
+              << " | " << cell(r.ratio, "x") << " | " << r.target << " | "
+              << (r.pass ? (*r.pass ? "pass" : "FAIL") : "-") << " |\n";
+  }
+}
+
+std::string json_number(const std::optional<double>& v) {
+  if (!v || !std::isfinite(*v)) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", *v);
+  return buf;
+}
+
+void print_json(const std::vector<Row>& rows) {
+  std::cout << "{\"intra_op_threads\": " << at::get_num_threads() << ", \"rows\": [";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    std::cout << (i ? ",\n " : "\n ") << "{\"key\": \"" << r.key << "\", \"metric\": \""
+              << r.metric << "\", \"ours\": " << json_number(r.ours)
+              << ", \"ours_best\": " << json_number(r.ours_best)
+              << ", \"baseline\": " << json_number(r.baseline)
+              << ", \"baseline_best\": " << json_number(r.baseline_best)
+              << ", \"ratio\": " << json_number(r.ratio) << ", \"target\": \"" << r.target
+              << "\", \"pass\": " << (r.pass ? (*r.pass ? "true" : "false") : "null") << "}";
+  }
+  std::cout << "\n]}\n";
+}
+
+int usage(const char* argv0) {
+  std::cerr << "usage: " << argv0 << " --kernels DIR [--smoke] [--json] [--only KEY]\n"
+            << "  DIR holds the files written by benchmarks/cpp/render_kernels.py\n"
+            << "  KEY runs one benchmark: cpp.launch_tiny, cpp.vector_add, cpp.tiled_matmul or\n"
+            << "  cpp.barrier_alone (for profiling)\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string dir, only;
+  bool smoke = false, json = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--kernels" && i + 1 < argc) dir = argv[++i];
+    else if (arg == "--only" && i + 1 < argc) only = argv[++i];
+    else if (arg == "--smoke") smoke = true;
+    else if (arg == "--json") json = true;
+    else return usage(argv[0]);
+  }
+  if (dir.empty()) return usage(argv[0]);
+
+  try {
+    at::manual_seed(0);
+    const CoreaiOps ops;
+    const int64_t add = ops.register_kernel(read_kernel(dir, "add"));
+    const int64_t tiled = ops.register_kernel(read_kernel(dir, "tiled_matmul"));
+    const int64_t bare = ops.register_kernel(read_kernel(dir, "tiled_matmul_no_barrier"));
+    const int64_t loop = ops.register_kernel(read_kernel(dir, "barrier_loop"));
+    const Sizes s = sizes_for(smoke);
+
+    // Each benchmark with the key of its first row, for --only.
+    const std::vector<std::pair<std::string, std::function<std::vector<Row>()>>> benchmarks{
+        {"cpp.launch_tiny", [&] { return std::vector<Row>{launch_row(ops, add, s)}; }},
+        {"cpp.vector_add", [&] { return std::vector<Row>{vector_add_row(ops, add, s)}; }},
+        {"cpp.tiled_matmul", [&] { return matmul_rows(ops, tiled, bare, s); }},
+        {"cpp.barrier_alone", [&] { return std::vector<Row>{barrier_loop_row(ops, loop, s)}; }},
+    };
+    std::vector<Row> rows;
+    for (const auto& [key, bench] : benchmarks) {
+      if (!only.empty() && key != only) continue;
+      for (Row& r : bench()) rows.push_back(std::move(r));
+    }
+    if (rows.empty()) throw std::runtime_error("--only " + only + " names no benchmark");
+
+    if (json) {
+      print_json(rows);
+    } else {
+      std::cout << "intra-op threads: " << at::get_num_threads() << "\n\n";
+      print_markdown(rows);
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "coreai_torch_bench: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,88 @@
+"""Renders the benchmark kernels ahead of time for the C++ harness.
+
+For each kernel of ``benchmarks/bench_kernels.py`` and the specialization the harness
+launches, writes the buffer rendering (by ``coreai_torch.contract``, the code the
+eager backends use) to ``<key>.metal`` and the ``register_kernel`` arguments to
+``<key>.kernel``, one ``field value...`` line each::
+
+    python benchmarks/cpp/render_kernels.py OUT_DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import bench_kernels as kernels  # from benchmarks/, put on the path above
+
+from coreai_torch import TorchMetalKernel
+from coreai_torch.contract import render_buffer_source
+
+# Argument kind letters of register_kernel (docs/internals.md §2).
+_SCALAR_KINDS = {int: "i", float: "f", bool: "b"}
+
+_F32_1D = torch.empty(0, dtype=torch.float32, device="meta")
+_F32_2D = torch.empty(0, 0, dtype=torch.float32, device="meta")
+
+# key -> (kernel, example inputs fixing the specialization, result ranks)
+SPECIALIZATIONS: dict[str, tuple[TorchMetalKernel, tuple, list[int]]] = {
+    "add": (kernels.add, (_F32_1D, _F32_1D), [1]),
+    "tiled_matmul": (kernels.tiled_matmul, (_F32_2D, _F32_2D), [2]),
+    "tiled_matmul_no_barrier": (kernels.tiled_matmul_no_barrier, (_F32_2D, _F32_2D), [2]),
+    "barrier_loop": (kernels.barrier_loop, (_F32_1D, 0), [1]),
+}
+
+
+def registration(kernel: TorchMetalKernel, inputs: tuple, result_ranks: list[int]) -> dict:
+    """The ``register_kernel`` arguments of ``kernel`` called on ``inputs``."""
+    outs = kernel.torch_defn(*inputs)
+    outs = [outs] if isinstance(outs, torch.Tensor) else list(outs)
+    spec = kernel.specialization(inputs, result_ranks, [o.dtype for o in outs])
+    entry, source = render_buffer_source(kernel.definition, spec)
+    is_scalar = [name in kernel.scalar_types for name in kernel.input_names]
+    return {
+        "name": kernel.name,
+        "entry": entry,
+        "source": source,
+        "arg_kinds": "".join(
+            _SCALAR_KINDS[kernel.scalar_types[n]] if s else "t"
+            for n, s in zip(kernel.input_names, is_scalar)
+        ),
+        "tensor_names": [n for n, s in zip(kernel.input_names, is_scalar) if not s]
+        + kernel.result_names,
+        "thread_attrs": [attr for _, _, attr in kernel.definition.metal_params],
+    }
+
+
+def write_all(out_dir: Path) -> list[str]:
+    """Writes every specialization to ``out_dir``; returns the keys written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for key, (kernel, inputs, ranks) in SPECIALIZATIONS.items():
+        reg = registration(kernel, inputs, ranks)
+        (out_dir / f"{key}.metal").write_text(reg["source"])
+        lines = [
+            f"name {reg['name']}",
+            f"entry {reg['entry']}",
+            f"arg_kinds {reg['arg_kinds']}",
+            "tensor_names " + " ".join(reg["tensor_names"]),
+            "thread_attrs " + " ".join(reg["thread_attrs"]),
+        ]
+        (out_dir / f"{key}.kernel").write_text("\n".join(lines) + "\n")
+    return list(SPECIALIZATIONS)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_dir", type=Path, help="directory the harness reads (--kernels)")
+    args = parser.parse_args(argv)
+    keys = write_all(args.out_dir)
+    print(f"wrote {', '.join(keys)} to {args.out_dir}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,209 @@
+"""Runs every benchmark and prints one markdown table.
+
+    python benchmarks/run_all.py [--smoke] [--json FILE] [--build-dir DIR]
+
+1. the Python benchmarks: ``bench_cpu.run`` and, when present, ``bench_conversion.run``;
+2. the C++ harness: renders the kernels (``cpp/render_kernels.py``), configures
+   and builds ``benchmarks/cpp`` with CMake into ``--build-dir`` (default
+   ``build/benchmarks``), and runs it.
+
+The table starts with a line describing the machine. ``--smoke`` runs every
+benchmark once at tiny sizes (the numbers then mean nothing; CI uses it to keep
+the harness working). A benchmark that fails is reported on stderr and the
+command exits non-zero after printing the rows it has.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(HERE), str(HERE / "cpp")]
+
+COLUMNS = ("metric", "ours", "baseline", "ratio", "target", "pass")
+HARNESS = "coreai_torch_bench"
+
+
+# ------------------------------------------------------------------ machine
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def kernel_compiler() -> str:
+    """The first line of ``--version`` of the clang++ the CPU backend is likely to pick."""
+    names = [os.environ.get("COREAI_TORCH_CXX", "")]
+    names += [f"clang++-{major}" for major in range(19, 14, -1)] + ["clang++"]
+    for name in names:
+        if name and shutil.which(name):
+            out = subprocess.run([name, "--version"], capture_output=True, text=True).stdout
+            return out.splitlines()[0] if out else name
+    return "no clang++ found"
+
+
+def harness_compiler(build_dir: Path) -> str:
+    for path in build_dir.glob("CMakeFiles/*/CMakeCXXCompiler.cmake"):
+        text = path.read_text()
+        ident = re.search(r'set\(CMAKE_CXX_COMPILER_ID "([^"]*)"\)', text)
+        version = re.search(r'set\(CMAKE_CXX_COMPILER_VERSION "([^"]*)"\)', text)
+        if ident and version:
+            return f"{ident.group(1)} {version.group(1)}"
+    return "not built"
+
+
+def machine_line(build_dir: Path, load: float) -> str:
+    """``load``: the 1-minute load average before the benchmarks started."""
+    import torch
+
+    return (
+        f"Machine: {cpu_model()}, {os.cpu_count()} cores, {torch.get_num_threads()} intra-op "
+        f"threads, load {load:.2f}; {platform.system()} {platform.release()}; python "
+        f"{platform.python_version()}, torch {torch.__version__}; kernels: {kernel_compiler()}; "
+        f"harness: {harness_compiler(build_dir)}"
+    )
+
+
+# --------------------------------------------------------------- benchmarks
+
+
+def python_rows(smoke: bool, errors: list[str]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for module in ("bench_cpu", "bench_conversion"):
+        if not (HERE / f"{module}.py").exists():
+            continue
+        try:
+            rows += importlib.import_module(module).run(smoke)
+        except Exception:
+            errors.append(f"{module}.run failed:\n{traceback.format_exc()}")
+    return rows
+
+
+def _run(cmd: list[str]) -> str:
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        output = f"{done.stdout}\n{done.stderr}".strip()
+        raise RuntimeError(f"`{' '.join(cmd)}` failed ({done.returncode}):\n{output}")
+    return done.stdout
+
+
+def build_harness(build_dir: Path) -> Path:
+    """Configures (once) and builds the harness target; returns the executable."""
+    import torch.utils
+
+    if not (build_dir / "CMakeCache.txt").exists():
+        _run(
+            [
+                "cmake",
+                "-S",
+                str(HERE / "cpp"),
+                "-B",
+                str(build_dir),
+                "-DCMAKE_BUILD_TYPE=Release",
+                f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}",
+            ]
+        )
+    jobs = str(os.cpu_count() or 1)
+    _run(["cmake", "--build", str(build_dir), "--target", HARNESS, "-j", jobs])
+    return build_dir / HARNESS
+
+
+def cpp_rows(smoke: bool, build_dir: Path, errors: list[str]) -> list[dict[str, Any]]:
+    try:
+        import render_kernels  # benchmarks/cpp/, put on the path at the top
+
+        kernel_dir = build_dir / "kernels"
+        render_kernels.write_all(kernel_dir)
+        harness = build_harness(build_dir)
+        cmd = [str(harness), "--kernels", str(kernel_dir), "--json"]
+        return json.loads(_run(cmd + (["--smoke"] if smoke else [])))["rows"]
+    except Exception:
+        errors.append(f"C++ harness failed:\n{traceback.format_exc()}")
+        return []
+
+
+# ------------------------------------------------------------------- table
+
+
+def number(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "pass" if value else "FAIL"
+    if isinstance(value, str):
+        return value
+    v = float(value)
+    if not math.isfinite(v):
+        return str(v)
+    a = abs(v)
+    if a >= 100:
+        return f"{v:.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}" if a >= 0.1 else f"{v:.3g}"
+
+
+def markdown(rows: list[dict[str, Any]], header: str) -> str:
+    lines = [
+        header,
+        "",
+        "| " + " | ".join(COLUMNS) + " |",
+        "|---|---:|---:|---:|---|---|",
+    ]
+    for r in rows:
+        ratio = "-" if r.get("ratio") is None else number(r["ratio"]) + "x"
+        cells = [
+            str(r["metric"]),
+            number(r.get("ours")),
+            number(r.get("baseline")),
+            ratio,
+            str(r.get("target") or "-"),
+            number(r.get("pass")),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run every coreai_torch benchmark.")
+    parser.add_argument("--smoke", action="store_true", help="every benchmark once, tiny sizes")
+    parser.add_argument("--json", type=Path, help="also write the rows and machine line here")
+    parser.add_argument(
+        "--build-dir", type=Path, default=ROOT / "build" / "benchmarks", help="CMake build dir"
+    )
+    args = parser.parse_args(argv)
+    build_dir = args.build_dir.resolve()
+
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    errors: list[str] = []
+    rows = python_rows(args.smoke, errors) + cpp_rows(args.smoke, build_dir, errors)
+    header = machine_line(build_dir, load) + (" (smoke run: sizes are tiny)" if args.smoke else "")
+    print(markdown(rows, header))
+    if args.json:
+        args.json.write_text(json.dumps({"machine": header, "rows": rows}, indent=1))
+    for e in errors:
+        print(e, file=sys.stderr)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

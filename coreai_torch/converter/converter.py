@@ -1,0 +1,340 @@
+"""``TorchConverter``: exported PyTorch programs to a Core AI ``AIProgram``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import coreai.authoring
+import torch
+import torch.fx as fx
+from coreai._compiler.dialects import coreai
+from coreai._compiler.ir import Location, Value
+from coreai.authoring import AIProgram, Context, Module
+from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind
+
+from . import dtypes
+from .decomp import prepare
+from .graph_lowering import KERNEL_NAMESPACE, GraphLowerer, UserLowering
+from .kernels import kernel_lowering
+from .registry import LoweringContext, lookup
+from .symbolic import SymbolTable
+
+_RESERVED_NAMESPACES = ("aten", "prims", "higher_order", "coreai", "coreaix")
+
+
+@dataclass
+class _Entry:
+    program: ExportedProgram
+    input_names: list[str] | None
+    output_names: list[str] | None
+    entrypoint_name: str
+
+
+class TorchConverter:
+    """Converts exported PyTorch programs, with their Metal kernels, to Core AI.
+
+    Example::
+
+        ep = torch.export.export(model, (x,))
+        program = (
+            TorchConverter()
+            .register_custom_kernels([my_kernel])
+            .add_exported_program(ep, input_names=["x"], output_names=["y"])
+            .to_coreai()
+        )
+        program.save_asset(Path("model.aimodel"))
+
+    Staged programs, kernel registrations and user lowerings stay with the
+    converter: ``to_coreai`` can be called again, and ``clear`` removes only
+    staged programs.
+    """
+
+    def __init__(self) -> None:
+        self._context = Context()
+        self._entries: list[_Entry] = []
+        self._user_lowerings: dict[str, UserLowering] = {}
+        self._kernels: dict[str, Any] = {}
+
+    # -- registration ----------------------------------------------------------
+
+    def register_custom_kernels(self, kernels: Sequence[Any]) -> TorchConverter:
+        """Make the converter lower calls of these ``TorchMetalKernel`` objects.
+
+        Each call becomes one ``coreai.metal4_kernel``. Registering a kernel name
+        twice, or a kernel whose op already has a user lowering, is an error.
+        Returns ``self``.
+        """
+        kernels = list(kernels)
+        seen: set[str] = set()
+        for kernel in kernels:
+            name = getattr(kernel, "name", None)
+            if not isinstance(name, str) or not hasattr(kernel, "input_names"):
+                raise TypeError(
+                    f"register_custom_kernels expects TorchMetalKernel objects, got {kernel!r}"
+                )
+            if name in self._kernels or name in seen:
+                raise ValueError(f"a kernel named {name!r} is already registered")
+            op_name = f"{KERNEL_NAMESPACE}::{name}"
+            if op_name in self._user_lowerings or f"{op_name}.default" in self._user_lowerings:
+                raise ValueError(
+                    f"kernel {name!r}: a lowering for {op_name}.default is already registered "
+                    "with register_torch_lowering"
+                )
+            seen.add(name)
+        for kernel in kernels:
+            self._kernels[kernel.name] = kernel
+        return self
+
+    def register_torch_lowering(
+        self, op_name: str, *, allow_override: bool = False
+    ) -> Callable[[UserLowering], UserLowering]:
+        """Decorator: lower ``op_name`` (``"namespace::op.overload"``) with a function.
+
+        The function has the signature of Apple's coreai-torch,
+        ``fn(values_map, node, loc) -> Value | list[Value]``: ``values_map`` maps
+        FX node names to Core AI values, ``node`` is the ``torch.fx.Node`` and
+        ``loc`` its Core AI location. Ops are emitted with the builders of
+        ``coreai._compiler.dialects.coreai``. An op that already has a lowering
+        (built in, a registered kernel, or an earlier call) raises ``ValueError``
+        unless ``allow_override=True``.
+        """
+        namespace, _, rest = op_name.partition("::")
+        if not namespace or not rest:
+            raise ValueError(
+                f"register_torch_lowering expects 'namespace::op' or 'namespace::op.overload', "
+                f"got {op_name!r}"
+            )
+        if not allow_override:
+            if self._has_lowering(namespace, rest):
+                raise ValueError(
+                    f"{op_name!r} is already registered; pass allow_override=True to replace "
+                    "its lowering"
+                )
+        elif namespace in _RESERVED_NAMESPACES[2:]:
+            raise ValueError(f"ops of the reserved namespace {namespace!r} cannot be overridden")
+
+        def decorator(function: UserLowering) -> UserLowering:
+            self._user_lowerings[op_name] = function
+            return function
+
+        return decorator
+
+    def _has_lowering(self, namespace: str, rest: str) -> bool:
+        op, _, overload = rest.partition(".")
+        names = {f"{namespace}::{op}", f"{namespace}::{op}.{overload or 'default'}"}
+        if names & self._user_lowerings.keys():
+            return True
+        if namespace == KERNEL_NAMESPACE and op in self._kernels:
+            return True
+        packet = getattr(getattr(torch.ops, namespace, None), op, None)
+        target = getattr(packet, overload or "default", None) if packet is not None else None
+        return target is not None and lookup(target) is not None
+
+    # -- staging ---------------------------------------------------------------
+
+    def add_exported_program(
+        self,
+        exported_program: ExportedProgram,
+        *,
+        input_names: Sequence[str] | None = None,
+        output_names: Sequence[str] | None = None,
+        state_names: Sequence[str] | None = None,
+        entrypoint_name: str = "main",
+    ) -> TorchConverter:
+        """Stage a program as the entry point ``entrypoint_name``. Returns ``self``.
+
+        Raw ``torch.export.export`` output is accepted (it is decomposed here
+        with :func:`get_decomp_table`). ``input_names`` / ``output_names``
+        default to the FX names (the ``forward`` argument names, and the names
+        of the nodes producing the outputs).
+        """
+        if not isinstance(exported_program, ExportedProgram):
+            raise TypeError(
+                "add_exported_program expects a torch.export.ExportedProgram, got "
+                f"{type(exported_program).__name__}"
+            )
+        if state_names:
+            raise NotImplementedError(
+                f"entry point {entrypoint_name!r}: state_names were given, but this converter "
+                "does not convert stateful programs (mutated buffers or inputs) yet"
+            )
+        if any(e.entrypoint_name == entrypoint_name for e in self._entries):
+            raise ValueError(
+                f"an entry point named {entrypoint_name!r} is already staged; give each "
+                "program a unique entrypoint_name"
+            )
+        program = prepare(exported_program)
+        _reject_state(program, entrypoint_name)
+        self._entries.append(
+            _Entry(
+                program=program,
+                input_names=list(input_names) if input_names is not None else None,
+                output_names=list(output_names) if output_names is not None else None,
+                entrypoint_name=entrypoint_name,
+            )
+        )
+        return self
+
+    def add_pytorch_module(
+        self,
+        module: torch.nn.Module,
+        *,
+        export_fn: Callable[[torch.nn.Module], ExportedProgram],
+        input_names: Sequence[str] | None = None,
+        output_names: Sequence[str] | None = None,
+        state_names: Sequence[str] | None = None,
+        entrypoint_name: str = "main",
+    ) -> TorchConverter:
+        """Export ``module`` with ``export_fn`` and stage the result. Returns ``self``."""
+        try:
+            program = export_fn(module)
+        except Exception as exc:
+            raise RuntimeError(
+                f"export_fn failed to export {type(module).__name__}: {exc}. The model must "
+                "export with torch.export before it can be converted."
+            ) from exc
+        return self.add_exported_program(
+            program,
+            input_names=input_names,
+            output_names=output_names,
+            state_names=state_names,
+            entrypoint_name=entrypoint_name,
+        )
+
+    def clear(self, *, entrypoints: Sequence[str] | None = None) -> None:
+        """Remove staged programs (only ``entrypoints`` if given); keep registrations."""
+        if entrypoints is None:
+            self._entries.clear()
+        else:
+            names = set(entrypoints)
+            self._entries = [e for e in self._entries if e.entrypoint_name not in names]
+
+    # -- conversion --------------------------------------------------------------
+
+    def to_coreai(self, *, entrypoints: Sequence[str] | None = None) -> AIProgram:
+        """Convert the staged programs (or only ``entrypoints``) to one ``AIProgram``.
+
+        Raises ``ValueError`` listing every op without a lowering, or naming a
+        kernel the program calls that was not registered.
+        """
+        entries = self._entries
+        if entrypoints is not None:
+            unknown = set(entrypoints) - {e.entrypoint_name for e in entries}
+            if unknown:
+                raise ValueError(
+                    f"no staged entry point named {sorted(unknown)}; staged: "
+                    f"{[e.entrypoint_name for e in entries]}"
+                )
+            entries = [e for e in entries if e.entrypoint_name in set(entrypoints)]
+        if not entries:
+            raise RuntimeError(
+                "no program to convert: add one with add_exported_program() or "
+                "add_pytorch_module() first"
+            )
+        lowerer = GraphLowerer(
+            dict(self._user_lowerings),
+            {name: kernel_lowering(kernel) for name, kernel in self._kernels.items()},
+        )
+        for entry in entries:
+            lowerer.check(entry.program.graph_module)
+        with self._context:
+            module = Module.create()
+            with module:
+                for entry in entries:
+                    _emit_entry(entry, lowerer)
+            module.verify()
+        return AIProgram(module)
+
+    def __repr__(self) -> str:
+        entries = ", ".join(e.entrypoint_name for e in self._entries) or "none"
+        kernels = ", ".join(self._kernels) or "none"
+        return f"TorchConverter(entry points: {entries}; kernels: {kernels})"
+
+
+def _reject_state(program: ExportedProgram, entrypoint_name: str) -> None:
+    signature = program.graph_signature
+    mutated = [*signature.buffers_to_mutate.values(), *signature.user_inputs_to_mutate.values()]
+    if mutated:
+        raise NotImplementedError(
+            f"entry point {entrypoint_name!r}: the program mutates {sorted(mutated)} in place; "
+            "stateful programs are not converted yet. Return the new value instead of "
+            "mutating it."
+        )
+
+
+def _emit_entry(entry: _Entry, lowerer: GraphLowerer) -> None:
+    program = entry.program
+    graph_module = program.graph_module
+    signature = program.graph_signature
+    kinds = {spec.arg.name: spec for spec in signature.input_specs}
+    placeholders = [n for n in graph_module.graph.nodes if n.op == "placeholder"]
+    user_inputs = [n for n in placeholders if kinds[n.name].kind == InputKind.USER_INPUT]
+
+    for node in user_inputs:
+        if not isinstance(node.meta.get("val"), torch.Tensor):
+            raise ValueError(
+                f"entry point {entry.entrypoint_name!r}: input {node.name!r} is a "
+                f"{type(node.meta.get('val')).__name__}, Core AI programs take tensors only"
+            )
+    input_names = _names(
+        entry.input_names, [n.name for n in user_inputs], "input", entry.entrypoint_name
+    )
+    output_node = next(n for n in graph_module.graph.nodes if n.op == "output")
+    output_args = list(output_node.args[0])
+    default_outputs = [a.name if isinstance(a, fx.Node) else str(a) for a in output_args]
+    output_names = _names(entry.output_names, default_outputs, "output", entry.entrypoint_name)
+
+    graph = coreai.GraphOp(
+        name=entry.entrypoint_name,
+        input_types=[dtypes.tensor_type(n.meta["val"]) for n in user_inputs],
+        result_types=[],
+        input_names=input_names,
+        loc=Location.unknown(),
+    )
+    symbols = SymbolTable()
+    ctx = LoweringContext(symbols, graph_module)
+    with graph.block:
+        for node, argument in zip(user_inputs, graph.arguments, strict=True):
+            ctx.values[node.name] = argument
+            symbols.add_source(node.meta["val"], argument)
+        symbols.materialize()
+        for node in placeholders:
+            if node.name not in ctx.values and node.users:
+                with Location.unknown():
+                    ctx.values[node.name] = _lifted_constant(program, kinds[node.name], node)
+        outputs = lowerer.lower_nodes(graph_module, ctx)
+        graph.outputs_spec = list(zip(output_names, outputs, strict=True))
+
+
+def _lifted_constant(program: ExportedProgram, spec: Any, node: fx.Node) -> Value:
+    """A parameter, buffer or constant tensor of the program as a Core AI constant."""
+    target = spec.target
+    tensor = program.state_dict.get(target)
+    if tensor is None:
+        tensor = program.constants.get(target)
+    if tensor is None:
+        raise ValueError(f"placeholder {node.name} ({spec.kind.name} {target}) has no value")
+    if not isinstance(tensor, torch.Tensor):
+        raise ValueError(
+            f"placeholder {node.name} ({spec.kind.name} {target}) is a "
+            f"{type(tensor).__name__}; only tensor constants are converted"
+        )
+    tensor = tensor.detach()
+    ctx = LoweringContext(SymbolTable())
+    return ctx.constant(tensor, tensor.dtype)
+
+
+def _names(given: list[str] | None, default: list[str], what: str, entry: str) -> list[str]:
+    if given is None:
+        return default
+    if len(given) != len(default):
+        raise ValueError(
+            f"entry point {entry!r}: {len(given)} {what}_names given {given}, but the program "
+            f"has {len(default)} {what}s {default}"
+        )
+    if len(set(given)) != len(given):
+        raise ValueError(f"entry point {entry!r}: {what}_names {given} contain duplicates")
+    return list(given)

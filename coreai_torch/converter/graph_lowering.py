@@ -1,0 +1,242 @@
+"""The FX walk: lower every node of a graph at the current insertion point."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.fx as fx
+from coreai._compiler.ir import Location, RankedTensorType, ShapedType, Value
+from coreai.authoring import CompileUnitScope, DebugInfo, FileInfo
+from torch._ops import HigherOrderOperator, OpOverload
+
+from . import dtypes, ops  # noqa: F401  (importing ops registers the built-in lowerings)
+from .errors import UnsupportedOpsError, describe_target, lowering_context, source_line
+from .registry import LoweringContext, lookup
+
+KERNEL_NAMESPACE = "coreai_metal_kernels"
+
+# A lowering in the form Apple's coreai-torch documents for user code:
+# fn(values_map, node, loc) -> Value | list[Value].
+UserLowering = Callable[[dict[str, Any], fx.Node, Location], Any]
+# Lowers one call of a registered kernel; see kernels.py.
+KernelLowering = Callable[[LoweringContext, fx.Node], Any]
+
+
+def qualified_names(target: Any) -> list[str]:
+    """The names a user may register a lowering under: ``ns::op.overload``, ``ns::op``."""
+    if isinstance(target, OpOverload):
+        full = target.name()
+        if "." in full:
+            return [full, full.split(".", 1)[0]]
+        return [full, f"{full}.default"]
+    return []
+
+
+def kernel_name(target: Any) -> str | None:
+    if isinstance(target, OpOverload) and target.namespace == KERNEL_NAMESPACE:
+        return target.name().split("::", 1)[1].split(".", 1)[0]
+    return None
+
+
+class GraphLowerer:
+    """Lowers FX graphs with the built-in registry, user lowerings and kernels."""
+
+    def __init__(
+        self,
+        user_lowerings: dict[str, UserLowering],
+        kernel_lowerings: dict[str, KernelLowering],
+    ) -> None:
+        self.user_lowerings = user_lowerings
+        self.kernel_lowerings = kernel_lowerings
+
+    # -- checks before any IR is built ---------------------------------------
+
+    def _user_lowering(self, target: Any) -> UserLowering | None:
+        for name in qualified_names(target):
+            if name in self.user_lowerings:
+                return self.user_lowerings[name]
+        return None
+
+    def _is_lowerable(self, target: Any) -> bool:
+        if target is operator.getitem:
+            return True
+        if self._user_lowering(target) is not None:
+            return True
+        if kernel_name(target) is not None:
+            return True  # unregistered kernels get their own error
+        return lookup(target) is not None
+
+    def check(self, graph_module: fx.GraphModule) -> None:
+        """Raise before conversion: unregistered kernels, then every unsupported op."""
+        missing_kernels: dict[str, fx.Node] = {}
+        unsupported: list[fx.Node] = []
+        for node in _all_call_nodes(graph_module):
+            name = kernel_name(node.target)
+            if name is not None and name not in self.kernel_lowerings:
+                if self._user_lowering(node.target) is None:
+                    missing_kernels.setdefault(name, node)
+            elif not self._is_lowerable(node.target):
+                unsupported.append(node)
+        if missing_kernels:
+            details = "; ".join(
+                f"kernel {name!r} (node {node.name}, from {source_line(node) or 'unknown line'})"
+                for name, node in missing_kernels.items()
+            )
+            raise ValueError(
+                f"the program calls Metal kernels that are not registered with this "
+                f"converter: {details}. Pass the TorchMetalKernel objects to "
+                "converter.register_custom_kernels([...]) before to_coreai()."
+            )
+        if unsupported:
+            raise UnsupportedOpsError(unsupported)
+
+    # -- lowering --------------------------------------------------------------
+
+    def lower_nodes(self, graph_module: fx.GraphModule, ctx: LoweringContext) -> list[Any]:
+        """Lower every call node; placeholders must already be in ``ctx.values``.
+
+        Returns the graph's output arguments resolved to values.
+        """
+        ctx.lower_subgraph = lambda gm, inputs: self.lower_subgraph(gm, inputs, ctx)
+        outputs: list[Any] = []
+        for node in graph_module.graph.nodes:
+            if node.op == "call_function":
+                self._lower_node(node, ctx)
+            elif node.op == "output":
+                outputs = [self._output_value(arg, ctx) for arg in _flat(node.args[0])]
+        return outputs
+
+    def lower_subgraph(
+        self, graph_module: fx.GraphModule, inputs: list[Value], parent: LoweringContext
+    ) -> list[Value]:
+        """Lower a sub-graph (a ``torch.cond`` branch) inline with ``inputs`` bound."""
+        ctx = LoweringContext(parent.symbols, graph_module)
+        placeholders = [n for n in graph_module.graph.nodes if n.op == "placeholder"]
+        if len(placeholders) != len(inputs):
+            raise ValueError(
+                f"sub-graph takes {len(placeholders)} inputs, {len(inputs)} were given"
+            )
+        for node, value in zip(placeholders, inputs, strict=True):
+            ctx.values[node.name] = value
+        return self.lower_nodes(graph_module, ctx)
+
+    def _output_value(self, arg: Any, ctx: LoweringContext) -> Value:
+        if isinstance(arg, fx.Node):
+            return ctx.value(arg)
+        raise ValueError(
+            f"graph output {arg!r} is not a tensor; Core AI programs return tensors only"
+        )
+
+    def _lower_node(self, node: fx.Node, ctx: LoweringContext) -> None:
+        ctx.node = node
+        ctx.loc = node_location(node)
+        try:
+            with ctx.loc:
+                result = self._dispatch(node, ctx)
+            _check_result(node, result)
+        except Exception as exc:
+            exc.add_note(lowering_context(node))
+            raise
+        if isinstance(result, list | tuple):
+            results = list(result)
+            ctx.values[node.name] = results
+            for index, value in enumerate(results):
+                ctx.values[f"{node.name}#{index}"] = value
+        else:
+            ctx.values[node.name] = result
+
+    def _dispatch(self, node: fx.Node, ctx: LoweringContext) -> Any:
+        target = node.target
+        if target is operator.getitem:
+            source, index = node.args
+            return ctx.values[source.name][index]
+        user = self._user_lowering(target)
+        if user is not None:
+            return user(ctx.values, node, ctx.loc)
+        name = kernel_name(target)
+        if name is not None:
+            return self.kernel_lowerings[name](ctx, node)
+        lowering = lookup(target)
+        if lowering is None:  # check() ran first, so this is a converter bug
+            raise UnsupportedOpsError([node])
+        return lowering(ctx, node)
+
+
+def node_location(node: fx.Node) -> Location:
+    """The user's source line of a node as a Core AI debug location (or unknown).
+
+    Core AI's rewrite passes accept only its own debug-info locations, so the
+    line goes through the authoring facade rather than ``Location.file``.
+    """
+    where = source_line(node)
+    if where is None:
+        return Location.unknown()
+    debug = DebugInfo.file(where.file, where.line).with_scope(
+        CompileUnitScope(file=FileInfo(where.file))
+    )
+    with debug.activate():
+        return Location.current
+
+
+def _check_result(node: fx.Node, result: Any) -> None:
+    """Catch lowerings whose result disagrees with what torch says the node is."""
+    expected = node.meta.get("val")
+    if isinstance(result, list | tuple):
+        if isinstance(expected, list | tuple):
+            for value, fake in zip(result, expected, strict=False):
+                _check_one(node, value, fake)
+        return
+    _check_one(node, result, expected)
+
+
+def _check_one(node: fx.Node, value: Any, fake: Any) -> None:
+    if not isinstance(fake, torch.Tensor) or not isinstance(value, Value):
+        return
+    actual = value.type
+    if not isinstance(actual, RankedTensorType):
+        return
+    if actual.rank != fake.dim():
+        raise TypeError(f"lowering produced rank {actual.rank}, torch has rank {fake.dim()}")
+    if dtypes.is_supported(fake.dtype) and actual.element_type != dtypes.element_type(fake.dtype):
+        raise TypeError(
+            f"lowering produced element type {actual.element_type}, "
+            f"torch has {fake.dtype} ({dtypes.element_type(fake.dtype)})"
+        )
+    dynamic = ShapedType.get_dynamic_size()
+    for dim, (got, size) in enumerate(zip(actual.shape, fake.shape, strict=True)):
+        if got != dynamic and not isinstance(size, torch.SymInt) and got != int(size):
+            raise TypeError(
+                f"lowering produced shape {list(actual.shape)}, torch has {list(fake.shape)} "
+                f"(dimension {dim})"
+            )
+
+
+def _flat(args: Any) -> list[Any]:
+    if isinstance(args, list | tuple):
+        out: list[Any] = []
+        for arg in args:
+            out.extend(_flat(arg))
+        return out
+    return [args]
+
+
+def _all_call_nodes(graph_module: fx.GraphModule) -> list[fx.Node]:
+    """Call nodes of a graph and of the sub-graphs its higher-order ops use."""
+    nodes: list[fx.Node] = []
+    for node in graph_module.graph.nodes:
+        if node.op != "call_function":
+            continue
+        nodes.append(node)
+        if isinstance(node.target, HigherOrderOperator):
+            for arg in node.args:
+                if isinstance(arg, fx.Node) and arg.op == "get_attr":
+                    sub = getattr(graph_module, str(arg.target), None)
+                    if isinstance(sub, fx.GraphModule):
+                        nodes.extend(_all_call_nodes(sub))
+    return nodes
+
+
+__all__ = ["GraphLowerer", "describe_target", "kernel_name", "qualified_names"]

@@ -1,0 +1,132 @@
+"""Small building blocks for the neural-network op families.
+
+Core AI is strict about the element types of its shape-like operands:
+permutations, scan axes, pooling windows and paddings are unsigned, while
+reduction axes and gather axes are ``si32``. These helpers spell each of them
+once so that lowerings read as the math they implement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import torch.fx as fx
+from coreai._compiler.dialects import coreai
+from coreai._compiler.ir import RankedTensorType, ShapedType, Value
+
+from ..registry import LoweringContext
+
+
+def arg(node: fx.Node, index: int, name: str, default: Any = None) -> Any:
+    """Argument ``index`` of ``node``, passed positionally or as keyword ``name``."""
+    if len(node.args) > index:
+        return node.args[index]
+    return node.kwargs.get(name, default)
+
+
+def u32(values: Sequence[int] | int) -> np.ndarray:
+    return np.array(values, dtype=np.uint32)
+
+
+def i32(values: Sequence[int] | int) -> np.ndarray:
+    return np.array(values, dtype=np.int32)
+
+
+def rank(value: Value) -> int:
+    return value.type.rank
+
+
+def permute(value: Value, order: Sequence[int]) -> Value:
+    if list(order) == list(range(len(order))):
+        return value
+    return coreai.transpose(value, u32(list(order)))
+
+
+def swap_last_two(value: Value) -> Value:
+    n = rank(value)
+    return permute(value, [*range(n - 2), n - 1, n - 2])
+
+
+def unsqueeze(value: Value, axis: int) -> Value:
+    return coreai.expand_dims(value, i32([axis]))
+
+
+def squeeze(value: Value, axes: Sequence[int]) -> Value:
+    return coreai.shrink_dims(value, i32(list(axes)))
+
+
+def sizes_operand(ctx: LoweringContext, sizes: Sequence[Any]) -> np.ndarray | Value:
+    """A 1-D si32 size/index vector from ints and symbolic sizes.
+
+    Static vectors stay numpy arrays: the op builders read them to infer static
+    result shapes, which they cannot do through an already-built constant.
+    """
+    if ctx.is_static(sizes):
+        return i32([int(s) for s in sizes])
+    return ctx.shape_tensor(list(sizes), unsigned=False)
+
+
+def reshape(ctx: LoweringContext, value: Value, sizes: Sequence[Any]) -> Value:
+    """``value`` reshaped to ``sizes`` (ints, ``-1`` or symbolic sizes)."""
+    return coreai.reshape(value, sizes_operand(ctx, sizes))
+
+
+def broadcast(ctx: LoweringContext, value: Value, sizes: Sequence[Any]) -> Value:
+    """``value`` broadcast (numpy rules) to ``sizes``, which may be symbolic."""
+    return coreai.broadcast_to(value, sizes_operand(ctx, sizes))
+
+
+def scalar(ctx: LoweringContext, number: float | int | bool, dtype: torch.dtype) -> Value:
+    """A 0-d constant that broadcasts against tensors of ``dtype``."""
+    return ctx.constant(number, dtype)
+
+
+def mul_scalar(ctx: LoweringContext, value: Value, number: float, dtype: torch.dtype) -> Value:
+    if number == 1:
+        return value
+    return coreai.broadcasting_mul(value, scalar(ctx, number, dtype))
+
+
+def channel_vector(ctx: LoweringContext, value: Value, spatial_rank: int) -> Value:
+    """A per-channel ``[C]`` vector shaped ``[C, 1, ..., 1]`` to broadcast over NC... data."""
+    return reshape(ctx, value, [-1, *([1] * spatial_rank)])
+
+
+def tensor_type(ctx: LoweringContext, sizes: Sequence[Any], dtype: torch.dtype) -> RankedTensorType:
+    """The IR type of a tensor with ``sizes`` (symbolic ones become dynamic dims)."""
+    dims = [int(s) if isinstance(s, int) else ShapedType.get_dynamic_size() for s in sizes]
+    return RankedTensorType.get(dims, ctx.element_type(dtype))
+
+
+def static_sizes(ctx: LoweringContext, arg_or_fake: Any, what: str) -> list[int]:
+    """The sizes of a tensor that a lowering needs as Python ints.
+
+    Lowerings that precompute index tables or divisors need concrete sizes;
+    they call this to refuse symbolic ones with a message that says which.
+    """
+    fake = ctx.fake(arg_or_fake) if isinstance(arg_or_fake, fx.Node) else arg_or_fake
+    sizes = list(fake.shape)
+    if not ctx.is_static(sizes):
+        node = ctx.node.name if ctx.node is not None else "?"
+        raise NotImplementedError(
+            f"{node}: {what} needs static sizes, but the tensor has shape {sizes}; "
+            "export with those dimensions static"
+        )
+    return [int(s) for s in sizes]
+
+
+def take(value: Value, axis: int, indices: np.ndarray) -> Value:
+    """``index_select`` with a constant 1-D index vector.
+
+    The axis is moved to the front so that ``gather_nd`` picks whole slices;
+    this works whatever the other (possibly symbolic) sizes are.
+    """
+    n = rank(value)
+    order = [axis, *[d for d in range(n) if d != axis]]
+    front = permute(value, order)
+    picked = coreai.gather_nd(front, i32(indices.reshape(-1, 1)))
+    inverse = [order.index(d) for d in range(n)]
+    return permute(picked, inverse)

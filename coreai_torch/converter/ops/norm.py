@@ -1,0 +1,178 @@
+"""Normalisation layers: layer_norm, group_norm, batch_norm (inference), rms_norm.
+
+Statistics of float16 and bfloat16 inputs are computed in float32 and the
+result cast back, as torch's CPU and MPS kernels do: summing hundreds of
+half-precision squares in half precision loses several bits, which would make
+the converted model disagree with the one it came from.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.fx as fx
+from coreai._compiler.dialects import coreai
+from coreai._compiler.ir import Value
+
+from ..registry import LoweringContext, register_lowering
+from ._layout import arg, channel_vector, i32, rank, reshape, scalar
+
+aten = torch.ops.aten
+
+_REDUCED_FLOATS = (torch.float16, torch.bfloat16)
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float32 if dtype in _REDUCED_FLOATS else dtype
+
+
+def _mean_keep(value: Value, axes: list[int]) -> Value:
+    """Mean over ``axes``; Core AI keeps the reduced dimensions as size 1."""
+    return coreai.reduce_mean(value, i32(axes))
+
+
+def _standardize(
+    ctx: LoweringContext, x: Value, axes: list[int], eps: float, dtype: torch.dtype
+) -> tuple[Value, Value, Value]:
+    """(x - mean) * rstd with the biased variance, plus mean and rstd (dims kept)."""
+    mean = _mean_keep(x, axes)
+    centered = coreai.broadcasting_sub(x, mean)
+    variance = _mean_keep(coreai.broadcasting_mul(centered, centered), axes)
+    rstd = coreai.rsqrt(coreai.broadcasting_add(variance, scalar(ctx, eps, dtype)))
+    return coreai.broadcasting_mul(centered, rstd), mean, rstd
+
+
+def _affine(
+    ctx: LoweringContext, x: Value, weight: object, bias: object, dtype: torch.dtype
+) -> Value:
+    if weight is not None:
+        x = coreai.broadcasting_mul(x, ctx.value(weight, dtype))
+    if bias is not None:
+        x = coreai.broadcasting_add(x, ctx.value(bias, dtype))
+    return x
+
+
+def _layer_norm(
+    ctx: LoweringContext, node: fx.Node, normalized: list[int], weight, bias, eps: float
+) -> tuple[Value, Value, Value]:
+    dtype = ctx.dtype(node.args[0])
+    compute = _compute_dtype(dtype)
+    x = ctx.value(node.args[0], compute)
+    n = rank(x)
+    axes = list(range(n - len(normalized), n))
+    normed, mean, rstd = _standardize(ctx, x, axes, eps, compute)
+    out = ctx.cast(_affine(ctx, normed, weight, bias, compute), dtype)
+    return out, mean, rstd
+
+
+@register_lowering(aten.native_layer_norm.default)
+def lower_native_layer_norm(ctx: LoweringContext, node: fx.Node) -> list[Value]:
+    _x, normalized, weight, bias, eps = node.args[:5]
+    out, mean, rstd = _layer_norm(ctx, node, list(normalized), weight, bias, eps)
+    return [out, ctx.cast(mean, ctx.result_dtype(1)), ctx.cast(rstd, ctx.result_dtype(2))]
+
+
+@register_lowering(aten.layer_norm.default, keep_in_export=True)
+def lower_layer_norm(ctx: LoweringContext, node: fx.Node) -> Value:
+    normalized = list(node.args[1])
+    weight = arg(node, 2, "weight")
+    bias = arg(node, 3, "bias")
+    eps = arg(node, 4, "eps", 1e-5)
+    return _layer_norm(ctx, node, normalized, weight, bias, eps)[0]
+
+
+@register_lowering(aten.native_group_norm.default)
+def lower_native_group_norm(ctx: LoweringContext, node: fx.Node) -> list[Value]:
+    x_arg, weight, bias, batch, _channels, _hxw, groups, eps = node.args[:8]
+    dtype = ctx.dtype(x_arg)
+    compute = _compute_dtype(dtype)
+    x = ctx.value(x_arg, compute)
+    spatial_rank = rank(x) - 2
+    grouped = reshape(ctx, x, [batch, groups, -1])
+    normed, mean, rstd = _standardize(ctx, grouped, [2], eps, compute)
+    normed = reshape(ctx, normed, list(ctx.fake(x_arg).shape))
+    if weight is not None:
+        scale = channel_vector(ctx, ctx.value(weight, compute), spatial_rank)
+        normed = coreai.broadcasting_mul(normed, scale)
+    if bias is not None:
+        shift = channel_vector(ctx, ctx.value(bias, compute), spatial_rank)
+        normed = coreai.broadcasting_add(normed, shift)
+    # torch returns the statistics as [N, G].
+    mean = reshape(ctx, mean, [batch, groups])
+    rstd = reshape(ctx, rstd, [batch, groups])
+    return [
+        ctx.cast(normed, dtype),
+        ctx.cast(mean, ctx.result_dtype(1)),
+        ctx.cast(rstd, ctx.result_dtype(2)),
+    ]
+
+
+def _batch_norm_inference(
+    ctx: LoweringContext, node: fx.Node, weight, bias, mean_arg, var_arg, eps: float
+) -> Value:
+    x_arg = node.args[0]
+    dtype = ctx.dtype(x_arg)
+    compute = _compute_dtype(dtype)
+    x = ctx.value(x_arg, compute)
+    spatial_rank = rank(x) - 2
+    # Fold the statistics into one scale and one shift per channel.
+    scale = coreai.rsqrt(
+        coreai.broadcasting_add(ctx.value(var_arg, compute), scalar(ctx, eps, compute))
+    )
+    if weight is not None:
+        scale = coreai.broadcasting_mul(scale, ctx.value(weight, compute))
+    shift = coreai.broadcasting_mul(ctx.value(mean_arg, compute), scale)
+    shift = coreai.broadcasting_sub(scalar(ctx, 0.0, compute), shift)
+    if bias is not None:
+        shift = coreai.broadcasting_add(shift, ctx.value(bias, compute))
+    out = coreai.broadcasting_mul(x, channel_vector(ctx, scale, spatial_rank))
+    out = coreai.broadcasting_add(out, channel_vector(ctx, shift, spatial_rank))
+    return ctx.cast(out, dtype)
+
+
+def _empty_statistics(ctx: LoweringContext, index: int) -> Value:
+    """Inference batch norm's saved mean / invstd: empty tensors in torch."""
+    fake = ctx.fake()[index]
+    return ctx.constant(np.zeros(tuple(int(s) for s in fake.shape)), ctx.result_dtype(index))
+
+
+@register_lowering(aten._native_batch_norm_legit_no_training.default)
+def lower_batch_norm_no_training(ctx: LoweringContext, node: fx.Node) -> list[Value]:
+    _x, weight, bias, running_mean, running_var = node.args[:5]
+    eps = arg(node, 6, "eps", 1e-5)
+    out = _batch_norm_inference(ctx, node, weight, bias, running_mean, running_var, eps)
+    return [out, _empty_statistics(ctx, 1), _empty_statistics(ctx, 2)]
+
+
+@register_lowering(aten.native_batch_norm.default)
+def lower_native_batch_norm(ctx: LoweringContext, node: fx.Node) -> list[Value]:
+    _x, weight, bias, running_mean, running_var, training = node.args[:6]
+    eps = arg(node, 7, "eps", 1e-5)
+    if training or running_mean is None or running_var is None:
+        raise NotImplementedError(
+            f"{node.name}: batch_norm is converted for inference only (running statistics, "
+            f"training=False); got training={training}. Call model.eval() before exporting"
+        )
+    out = _batch_norm_inference(ctx, node, weight, bias, running_mean, running_var, eps)
+    return [out, _empty_statistics(ctx, 1), _empty_statistics(ctx, 2)]
+
+
+@register_lowering(aten.rms_norm.default, keep_in_export=True)
+def lower_rms_norm(ctx: LoweringContext, node: fx.Node) -> Value:
+    x_arg, normalized = node.args[:2]
+    weight = arg(node, 2, "weight")
+    eps = arg(node, 3, "eps")
+    dtype = ctx.dtype(x_arg)
+    if eps is None:
+        eps = torch.finfo(dtype).eps
+    compute = _compute_dtype(dtype)
+    x = ctx.value(x_arg, compute)
+    n = rank(x)
+    axes = list(range(n - len(normalized), n))
+    mean_square = _mean_keep(coreai.broadcasting_mul(x, x), axes)
+    rstd = coreai.rsqrt(coreai.broadcasting_add(mean_square, scalar(ctx, eps, compute)))
+    # torch rounds the normalised input to the input dtype before the weight.
+    out = ctx.cast(coreai.broadcasting_mul(x, rstd), dtype)
+    if weight is not None:
+        out = coreai.broadcasting_mul(out, ctx.value(weight, ctx.result_dtype()))
+    return out

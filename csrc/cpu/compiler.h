@@ -1,0 +1,27 @@
+// Finding the C++ compiler that turns Metal kernels into shared libraries.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace coreai_torch::cpu {
+
+struct Compiler {
+  std::string program;   // as found (a path, or a name looked up in PATH)
+  std::string identity;  // its `--version` output: part of the cache key
+};
+
+// The flags every kernel is compiled with (before the output and source).
+// Fixed on purpose: no -march=native (cached libraries may be shared between
+// machines) and no fast-math (kernels must round like the GPU's safe math).
+const std::vector<std::string>& kernel_compile_flags();
+
+// The first usable compiler among: $COREAI_TORCH_CXX (if set, it must work),
+// $CXX, clang++-19 ... clang++-15, clang++. Usable means clang 15 or newer
+// accepting kernel_compile_flags() and the C++23 features the headers rely on
+// (multi-argument operator[], _Float16, __bf16, ext_vector_type). Searched
+// once per process; `scratch_dir` holds the probe source. Throws a c10::Error
+// naming `kernel` and saying how to install one when none fits.
+const Compiler& find_compiler(const std::string& kernel, const std::string& scratch_dir);
+
+}  // namespace coreai_torch::cpu

@@ -1,0 +1,85 @@
+// Fiber mode: runs the threads of one threadgroup as fibers on the calling OS
+// thread, switching between them at barriers and SIMD-group functions.
+//
+// Scheduling is cooperative and round-robin in thread-index order. A thread
+// that must wait is marked and the next runnable thread resumes; the last
+// thread to arrive releases the others and carries on. Only threads that are
+// still running are waited for: a thread that returns leaves every barrier and
+// every SIMD-group rendezvous it could have joined. When no thread can run but
+// some have not finished (threads wait at different kinds of synchronisation,
+// which is undefined behaviour on the GPU), the group is abandoned and the
+// launch reports it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "cpu/fiber.h"
+#include "cpu/launch_state.h"
+#include "msl/coreai_msl/cpu_abi.h"
+
+namespace coreai_torch::cpu {
+
+class GroupRunner {
+ public:
+  // The runner of the calling OS thread (fiber stacks are reused across groups).
+  static GroupRunner& for_this_thread();
+  // The runner whose fibers are executing on this OS thread, or nullptr
+  // (loop mode, or outside a launch).
+  static GroupRunner* active();
+
+  void run(coreai_cpu_kernel_run_thread_fn run_thread, void* const* args,
+           const coreai_cpu_group& group, LaunchState& state);
+
+  // Called from kernel code through the coreai_cpu_runtime table.
+  void threadgroup_barrier();
+  coreai_cpu_simd_view simd_exchange(const void* value, uint32_t size);
+
+ private:
+  enum class Status : uint8_t { Runnable, AtBarrier, AtSimd, Done };
+
+  struct Thread {
+    FiberContext context;
+    coreai_cpu_thread info;
+    Status status;
+    uint8_t parity;  // which of the SIMD-group's two slot sets the next exchange uses
+  };
+
+  // SIMD-group exchange state. Two slot sets alternate, so a lane that is
+  // released from one exchange and reaches the next before the others have
+  // read their results cannot overwrite what they are about to read.
+  struct SimdGroup {
+    uint32_t running;
+    uint32_t waiting;
+    uint8_t parity;  // slot set of the exchange in progress
+    uint32_t active_mask[2];
+    alignas(64) unsigned char slots[2][COREAI_CPU_SIMD_WIDTH][COREAI_CPU_SIMD_SLOT_BYTES];
+  };
+
+  static void fiber_main(void* runner);
+  void run_current_thread();
+  [[noreturn]] void finish_current_thread();
+  // Suspends the current thread (already marked as waiting) and resumes the next runnable one.
+  void wait();
+  // Index of the next runnable thread after `from`, or -1.
+  int64_t next_runnable(uint32_t from) const;
+  void release_barrier();
+  void release_simd(uint32_t simd, bool include_current);
+  void report_stuck();
+
+  std::vector<FiberStack> stacks_;
+  std::vector<Thread> threads_;
+  std::vector<SimdGroup> simds_;
+  FiberContext main_;
+  uint32_t current_ = 0;
+  uint32_t running_ = 0;
+  uint32_t at_barrier_ = 0;
+  bool stuck_ = false;
+
+  coreai_cpu_kernel_run_thread_fn run_thread_ = nullptr;
+  void* const* args_ = nullptr;
+  const coreai_cpu_group* group_ = nullptr;
+  LaunchState* state_ = nullptr;
+};
+
+}  // namespace coreai_torch::cpu

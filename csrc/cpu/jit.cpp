@@ -1,0 +1,348 @@
+#include "cpu/jit.h"
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <unordered_map>
+
+#include "cpu/compiler.h"
+#include "cpu/sha256.h"
+#include "cpu/source_scan.h"
+#include "cpu/subprocess.h"
+
+namespace coreai_torch::cpu {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::atomic<int64_t> g_compiles{0};
+std::atomic<int64_t> g_disk_hits{0};
+
+constexpr const char* kCompileErrorMarker = "MetalCompileError: ";
+
+std::string getenv_string(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+
+bool is_file(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// mkdir -p with private permissions for the directories it creates.
+void make_private_directories(const std::string& dir) {
+  std::error_code ec;
+  if (fs::is_directory(dir, ec)) return;
+  const fs::path parent = fs::path(dir).parent_path();
+  if (!parent.empty() && parent != fs::path(dir)) make_private_directories(parent.string());
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    TORCH_CHECK(false, "coreai_torch CPU backend: cannot create the kernel cache directory ", dir,
+                ": ", std::strerror(errno),
+                ". Set COREAI_TORCH_CACHE_DIR to a writable directory.");
+  }
+}
+
+// Digest of every file under the msl directory: a header edit changes every
+// cache key, even without a version bump.
+const std::string& headers_digest(const std::string& msl_dir) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::string> digests;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = digests.find(msl_dir);
+  if (it != digests.end()) return it->second;
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::recursive_directory_iterator(msl_dir)) {
+    if (entry.is_regular_file()) files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  Sha256 sha;
+  for (const fs::path& file : files) {
+    std::ifstream in(file, std::ios::binary);
+    std::ostringstream contents;
+    contents << in.rdbuf();
+    sha.update(fs::relative(file, msl_dir).generic_string()).update(std::string_view("\0", 1));
+    sha.update(contents.str()).update(std::string_view("\0", 1));
+  }
+  return digests.emplace(msl_dir, sha.hex_digest()).first->second;
+}
+
+bool is_identifier(const std::string& s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+
+// The C-linkage functions the launcher looks up (see cpu_abi.h).
+std::string entry_shim(const KernelRecord& record) {
+  const size_t tensor_inputs = std::count(record.arg_kinds.begin(), record.arg_kinds.end(), 't');
+  const size_t results = record.tensor_names.size() - tensor_inputs;
+  const size_t buffers = record.arg_kinds.size() + results + 1;  // + the metadata buffer
+  std::ostringstream s;
+  s << "namespace {\n"
+    << "using coreai_entry_type = decltype(&metal::" << record.entry << ");\n"
+    << "[[gnu::always_inline]] inline void coreai_call(void* const* a, const coreai_cpu_group& g, "
+       "const coreai_cpu_thread& t) {\n"
+    << "  (void)g; (void)t;\n"
+    << "  metal::" << record.entry << "(";
+  for (size_t i = 0; i < buffers; ++i) {
+    s << (i ? ", " : "") << "coreai::bind_arg<coreai::param_t<coreai_entry_type, " << i
+      << ">>(a[" << i << "])";
+  }
+  for (const std::string& attr : record.thread_attrs) {
+    s << ", coreai::attr_" << attr << "(g, t)";
+  }
+  s << ");\n}\n}  // namespace\n"
+    << "extern \"C\" {\n"
+    << "COREAI_CPU_EXPORT uint32_t coreai_cpu_kernel_abi(void) { return COREAI_CPU_ABI_VERSION; }\n"
+    << "COREAI_CPU_EXPORT void coreai_cpu_kernel_init(const coreai_cpu_runtime* runtime) {\n"
+    << "  coreai::g_runtime = runtime;\n}\n"
+    << "COREAI_CPU_EXPORT void coreai_cpu_kernel_run_group(void* const* a, "
+       "const coreai_cpu_group* g) {\n"
+    << "  coreai::for_each_thread(*g, [&](const coreai_cpu_thread& t) { coreai_call(a, *g, t); "
+       "});\n}\n"
+    << "COREAI_CPU_EXPORT void coreai_cpu_kernel_run_thread(void* const* a, "
+       "const coreai_cpu_group* g, const coreai_cpu_thread* t) {\n"
+    << "  coreai_call(a, *g, *t);\n}\n"
+    << "}  // extern \"C\"\n";
+  return s.str();
+}
+
+std::string compile_error(const KernelRecord& record, const std::string& what) {
+  return std::string(kCompileErrorMarker) + "kernel '" + record.name + "' (entry " + record.entry +
+         ") does not compile for the CPU backend:\n" + what;
+}
+
+struct LoadResult {
+  std::optional<KernelLibrary> library;
+  std::string error;
+};
+
+LoadResult load_library(const std::string& path, const KernelRecord& record) {
+  LoadResult out;
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    out.error = why ? why : "dlopen failed";
+    return out;
+  }
+  auto abi = reinterpret_cast<coreai_cpu_kernel_abi_fn>(dlsym(handle, "coreai_cpu_kernel_abi"));
+  auto init = reinterpret_cast<coreai_cpu_kernel_init_fn>(dlsym(handle, "coreai_cpu_kernel_init"));
+  KernelLibrary lib;
+  lib.run_group = reinterpret_cast<coreai_cpu_kernel_run_group_fn>(
+      dlsym(handle, "coreai_cpu_kernel_run_group"));
+  lib.run_thread = reinterpret_cast<coreai_cpu_kernel_run_thread_fn>(
+      dlsym(handle, "coreai_cpu_kernel_run_thread"));
+  if (!abi || !init || !lib.run_group || !lib.run_thread) {
+    out.error = path + " lacks the coreai_cpu_kernel_* entry points";
+    return out;
+  }
+  if (abi() != COREAI_CPU_ABI_VERSION) {
+    out.error = path + " was built for kernel ABI " + std::to_string(abi()) + ", not " +
+                std::to_string(COREAI_CPU_ABI_VERSION);
+    return out;
+  }
+  init(&runtime_table());
+  lib.fibers = needs_fibers(record.source);
+  lib.path = path;
+  out.library = std::move(lib);
+  return out;
+}
+
+void write_private_file(const std::string& path, const std::string& contents) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << contents;
+  out.close();
+  TORCH_CHECK(out, "coreai_torch CPU backend: cannot write ", path, ": ", std::strerror(errno));
+  chmod(path.c_str(), 0600);
+}
+
+std::string unique_suffix() {
+  static std::atomic<uint64_t> counter{0};
+  std::random_device entropy;
+  return std::to_string(getpid()) + "-" + std::to_string(counter++) + "-" +
+         std::to_string(entropy());
+}
+
+KernelLibrary build(const KernelRecord& record) {
+  const std::string dir = cache_directory();
+  const std::string msl = msl_directory();
+  const Compiler& compiler = find_compiler(record.name, dir);
+  const bool debug = (record.options & kOptionDebug) != 0;
+
+  std::vector<std::string> flags = kernel_compile_flags();
+  if (debug) flags.push_back("-DCOREAI_MSL_DEBUG=1");
+  const std::string tu = translation_unit(record);
+
+  Sha256 key_hash;
+  key_hash.update("coreai_torch cpu kernel\n")
+      .update("abi " + std::to_string(COREAI_CPU_ABI_VERSION) + "\n")
+      .update(compiler.identity)
+      .update("\n");
+  for (const std::string& flag : flags) key_hash.update(flag).update("\n");
+  key_hash.update(headers_digest(msl)).update("\n").update(tu);
+  const std::string key = key_hash.hex_digest();
+  const std::string so_path = dir + "/" + key + ".so";
+
+  if (is_file(so_path)) {
+    LoadResult cached = load_library(so_path, record);
+    if (cached.library) {
+      ++g_disk_hits;
+      return *cached.library;
+    }
+    // Unloadable (e.g. written by an older build): compile it again below.
+  }
+
+  // Compile under private temporary names, then rename: a concurrent process
+  // compiling the same kernel renames an identical file over it, and nobody
+  // ever opens a half-written library.
+  const std::string stem = dir + "/.tmp-" + key.substr(0, 16) + "-" + unique_suffix();
+  const std::string tmp_cpp = stem + ".cpp";
+  const std::string tmp_so = stem + ".so";
+  write_private_file(tmp_cpp, tu);
+  std::vector<std::string> argv{compiler.program};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(), {"-I", msl, "-o", tmp_so, "-x", "c++", tmp_cpp});
+  ++g_compiles;
+  const ProcessResult result = run_process(argv);
+  if (!result.started || result.exit_code != 0) {
+    std::remove(tmp_cpp.c_str());
+    std::remove(tmp_so.c_str());
+    if (!result.started) {
+      TORCH_CHECK(false, "kernel '", record.name, "': cannot run the compiler ", compiler.program,
+                  ": ", result.error);
+    }
+    TORCH_CHECK(false, compile_error(record, result.output));
+  }
+  chmod(tmp_so.c_str(), 0600);
+  const std::string cpp_path = dir + "/" + key + ".cpp";  // kept to read what was compiled
+  if (std::rename(tmp_so.c_str(), so_path.c_str()) != 0 ||
+      std::rename(tmp_cpp.c_str(), cpp_path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp_cpp.c_str());
+    std::remove(tmp_so.c_str());
+    TORCH_CHECK(false, "kernel '", record.name, "': cannot store the compiled kernel in ", dir,
+                ": ", why);
+  }
+  LoadResult loaded = load_library(so_path, record);
+  TORCH_CHECK(loaded.library, "kernel '", record.name, "': cannot load the compiled kernel ",
+              so_path, ": ", loaded.error);
+  return *loaded.library;
+}
+
+struct CacheEntry {
+  std::mutex mutex;  // held while compiling, so concurrent launches compile once
+  std::atomic<bool> ready{false};
+  KernelLibrary library;
+  std::string error;  // a compile failure, raised again on every launch
+};
+
+}  // namespace
+
+std::string translation_unit(const KernelRecord& record) {
+  TORCH_CHECK(is_identifier(record.entry), "kernel '", record.name, "': entry name '",
+              record.entry, "' is not a C++ identifier");
+  std::string tu;
+  tu += "// coreai_torch CPU backend: kernel entry " + record.entry + "\n";
+  tu += "#include <coreai_msl_cpu.h>\n";
+  tu += "namespace metal {\n";
+  tu += "#line 1 \"kernel_rendering\"\n";
+  tu += rewrite_threadgroup(record.source);
+  tu += "\n}  // namespace metal\n";
+  tu += "#line 1 \"coreai_entry_shim\"\n";
+  tu += entry_shim(record);
+  return tu;
+}
+
+const KernelLibrary& kernel_library(int64_t handle, const KernelRecord& record) {
+  static std::mutex table_mutex;
+  static std::unordered_map<int64_t, std::unique_ptr<CacheEntry>> table;
+  CacheEntry* entry;
+  {
+    std::lock_guard<std::mutex> lock(table_mutex);
+    auto& slot = table[handle];
+    if (!slot) slot = std::make_unique<CacheEntry>();
+    entry = slot.get();
+  }
+  if (entry->ready.load(std::memory_order_acquire)) {
+    TORCH_CHECK(entry->error.empty(), entry->error);
+    return entry->library;
+  }
+  std::lock_guard<std::mutex> lock(entry->mutex);
+  if (!entry->ready.load(std::memory_order_relaxed)) {
+    try {
+      entry->library = build(record);
+    } catch (const c10::Error& e) {
+      const std::string message = e.msg();
+      // Only a compile failure is final; a missing compiler may be installed
+      // and a full disk emptied while the process runs.
+      if (message.rfind(kCompileErrorMarker, 0) != 0) throw;
+      entry->error = message;
+    }
+    entry->ready.store(true, std::memory_order_release);
+  }
+  TORCH_CHECK(entry->error.empty(), entry->error);
+  return entry->library;
+}
+
+std::string cache_directory() {
+  std::string dir = getenv_string("COREAI_TORCH_CACHE_DIR");
+  if (dir.empty()) {
+    const std::string xdg = getenv_string("XDG_CACHE_HOME");
+    if (!xdg.empty() && xdg[0] == '/') {
+      dir = xdg + "/coreai_torch";
+    } else {
+      const std::string home = getenv_string("HOME");
+      TORCH_CHECK(!home.empty(),
+                  "coreai_torch CPU backend: neither COREAI_TORCH_CACHE_DIR, XDG_CACHE_HOME nor "
+                  "HOME is set; set COREAI_TORCH_CACHE_DIR to a directory for compiled kernels");
+      dir = home + "/.cache/coreai_torch";
+    }
+  }
+  make_private_directories(dir);
+  return dir;
+}
+
+std::string msl_directory() {
+  const std::string from_env = getenv_string("COREAI_TORCH_MSL_DIR");
+  if (!from_env.empty()) {
+    TORCH_CHECK(is_file(from_env + "/coreai_msl_cpu.h"), "COREAI_TORCH_MSL_DIR=", from_env,
+                " does not contain coreai_msl_cpu.h");
+    return from_env;
+  }
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&msl_directory), &info) != 0 && info.dli_fname) {
+    const std::string beside = (fs::path(info.dli_fname).parent_path() / "msl").string();
+    if (is_file(beside + "/coreai_msl_cpu.h")) return beside;
+  }
+#ifdef COREAI_TORCH_SOURCE_MSL_DIR
+  if (is_file(std::string(COREAI_TORCH_SOURCE_MSL_DIR) + "/coreai_msl_cpu.h")) {
+    return COREAI_TORCH_SOURCE_MSL_DIR;
+  }
+#endif
+  TORCH_CHECK(false,
+              "coreai_torch CPU backend: cannot find the Metal standard library headers "
+              "(coreai_msl_cpu.h) next to the _C library nor in the source tree; reinstall "
+              "coreai_torch or set COREAI_TORCH_MSL_DIR");
+}
+
+int64_t compile_count() { return g_compiles.load(); }
+int64_t disk_cache_hits() { return g_disk_hits.load(); }
+
+}  // namespace coreai_torch::cpu

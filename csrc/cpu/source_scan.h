@@ -1,0 +1,23 @@
+// Text-level passes over a kernel's Metal source, done before it is compiled
+// as C++ (docs/internals.md §3). Both keep every line where it was, so the
+// compiler's #line-mapped messages still point at the user's own lines.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace coreai_torch::cpu {
+
+// Rewrites the `threadgroup` address space: in a declaration of storage
+// (`threadgroup float tile[16][16];`) it becomes `static thread_local`, which
+// is private to the OS thread that runs the whole group; in front of a pointer
+// or a reference (`threadgroup float* p`, casts included) it is dropped.
+// Comments, string and character literals are left alone.
+std::string rewrite_threadgroup(std::string_view source);
+
+// True if the source calls a barrier, a SIMD-group or a quad-group function
+// (an identifier threadgroup_barrier, simdgroup_barrier, simd_* or quad_*
+// followed by `(`): such kernels need one fiber per thread.
+bool needs_fibers(std::string_view source);
+
+}  // namespace coreai_torch::cpu

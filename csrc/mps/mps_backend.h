@@ -1,0 +1,33 @@
+// The pieces of the MPS backend that its translation units share. Objective-C++
+// only: the declarations below use Metal protocol types.
+#pragma once
+
+#ifndef __OBJC__
+#error "csrc/mps/mps_backend.h declares Objective-C types; include it from .mm files only"
+#endif
+
+#import <Metal/Metal.h>
+
+#include <cstdint>
+#include <string>
+
+#include "coreai_torch.h"
+
+namespace coreai_torch::mps {
+
+// Empty when this process can run Metal 4 kernels on the MPS device; otherwise
+// a sentence saying what is missing. Computed once.
+const std::string& metal4_unavailable_reason();
+
+// The compute pipeline for `record`, registered under `handle`. Compiles the
+// record's source on first use; later calls (for this handle, or any record
+// with the same source, entry and math mode) return the cached pipeline.
+// A compile failure throws a c10::Error whose message starts with
+// "MetalCompileError: <record.name>".
+id<MTLComputePipelineState> pipeline_for(int64_t handle, const KernelRecord& record);
+
+// How many times this process has handed a kernel source to the Metal
+// compiler. Lets tests prove that repeated launches compile nothing.
+int64_t compile_count();
+
+}  // namespace coreai_torch::mps

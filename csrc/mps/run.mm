@@ -1,0 +1,277 @@
+// coreai_torch::mps::run: encodes one launch on PyTorch's current MPS stream.
+//
+// The kernel joins the stream's shared compute encoder exactly as PyTorch's own
+// Metal kernels do, so it is ordered with every ATen MPS op before and after it
+// and no synchronisation is needed: the encoder is never ended, no other encoder
+// is created, and nothing is committed or waited on here.
+#import <Foundation/Foundation.h>
+#import <Metal/Metal.h>
+
+#include <ATen/mps/MPSStream.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <cstdint>
+#include <exception>
+#include <limits>
+#include <string>
+
+#include "launch_args.h"
+#include "mps/mps_backend.h"
+
+namespace coreai_torch::mps {
+namespace {
+
+// A compute encoder's argument table has 31 buffer slots.
+constexpr size_t kMaxBufferSlots = 31;
+// setBytes:length:atIndex: is meant for data under 4 KB.
+constexpr size_t kMaxInlineBytes = 4096;
+// Metal tensor extents, strides and the kernel's index arithmetic are `int`.
+constexpr int64_t kMaxIndex = std::numeric_limits<int32_t>::max();
+
+// Metal's `int`, `float` and `bool` have these sizes; the scalar arguments are
+// passed with setBytes using them.
+static_assert(sizeof(int32_t) == 4 && sizeof(float) == 4 && sizeof(bool) == 1,
+              "scalar sizes must match Metal's int, float and bool");
+
+id<MTLBuffer> buffer_of(const at::Tensor& tensor) {
+  // An MPS storage's data pointer is its MTLBuffer.
+  return (__bridge id<MTLBuffer>)tensor.storage().data();
+}
+
+std::string tensor_label(const KernelRecord& record, size_t ordinal, bool is_input) {
+  std::string label = is_input ? "input '" : "result '";
+  label += ordinal < record.tensor_names.size() ? record.tensor_names[ordinal] : "?";
+  return label + "'";
+}
+
+// The largest element offset a strided view reaches, plus one.
+int64_t span_of(const at::Tensor& tensor) {
+  int64_t span = 1;
+  for (int64_t d = 0; d < tensor.dim(); ++d) {
+    span += (tensor.size(d) - 1) * tensor.stride(d);
+  }
+  return span;
+}
+
+void write_metal_strides(std::vector<int32_t>& meta, size_t offset, const at::Tensor& tensor) {
+  const int64_t rank = tensor.dim();
+  for (int64_t d = 0; d < rank; ++d) {
+    meta[offset + rank + d] = static_cast<int32_t>(tensor.stride(rank - 1 - d));
+  }
+}
+
+// Checks every tensor and makes the inputs bindable, rewriting their metadata
+// when an input is replaced:
+// - an innermost stride other than 1 (a transpose, an expand) is copied to a
+//   contiguous tensor, because Metal tensors are only known to work with a
+//   unit innermost stride; results are ours and always contiguous;
+// - a view whose strides reach past 2^31 elements is copied too, so the
+//   kernel's `int` index arithmetic cannot overflow;
+// - a 0-d input at a non-zero storage offset is copied to a fresh tensor: it
+//   is a `constant T&` argument, and Metal wants constant-address-space buffer
+//   offsets aligned far more strictly than an element.
+// The copies are encoded on the same stream, before the kernel.
+void prepare_tensors(const KernelRecord& record, LaunchArgs& args) {
+  const size_t first_result = args.args.size() - args.num_results;
+  size_t ordinal = 0;
+  size_t meta_offset = 0;
+  for (size_t i = 0; i < args.args.size(); ++i) {
+    BoundArg& arg = args.args[i];
+    if (arg.kind != BoundArg::Kind::Tensor) {
+      continue;
+    }
+    const bool is_input = i < first_result;
+    at::Tensor& tensor = arg.tensor;
+    TORCH_CHECK(tensor.defined() && tensor.is_mps(), "coreai_torch: kernel '", record.name,
+                "': ", tensor_label(record, ordinal, is_input), " is on ",
+                tensor.defined() ? tensor.device().str() : std::string("no device"),
+                ", but this launch runs on MPS and needs every tensor on the mps device");
+    TORCH_CHECK(tensor.numel() <= kMaxIndex, "coreai_torch: kernel '", record.name, "': ",
+                tensor_label(record, ordinal, is_input), " has ", tensor.numel(),
+                " elements; Metal tensors index with int, so the MPS backend takes fewer than "
+                "2^31 elements per tensor");
+    const int64_t rank = tensor.dim();
+    if (rank == 0) {
+      if (is_input && tensor.storage_offset() != 0) {
+        tensor = tensor.clone();
+      }
+    } else {
+      TORCH_INTERNAL_ASSERT(meta_offset + 2 * rank <= args.meta.size(), "kernel '", record.name,
+                            "': the metadata buffer is shorter than its tensors need");
+      if (is_input && (tensor.stride(-1) != 1 || span_of(tensor) > kMaxIndex)) {
+        if (tensor.size(-1) > 1 || span_of(tensor) > kMaxIndex) {
+          tensor = tensor.contiguous();
+        }
+        write_metal_strides(args.meta, meta_offset, tensor);
+        // A single-element innermost dimension is only ever read at index 0,
+        // so its stride is irrelevant and can be stated as 1 without a copy.
+        args.meta[meta_offset + rank] = 1;
+      }
+      TORCH_INTERNAL_ASSERT(tensor.stride(-1) == 1 || tensor.size(-1) <= 1, "kernel '",
+                            record.name, "': ", tensor_label(record, ordinal, is_input),
+                            " was allocated with a non-unit innermost stride");
+      meta_offset += 2 * static_cast<size_t>(rank);
+    }
+    ++ordinal;
+  }
+}
+
+// MTLTensorDataType has no 64-bit integer and no bool element type. Whether
+// the Metal compiler accepts them in `tensor_inline` views over device memory
+// has not been confirmed, so such kernels are compiled as rendered and, if
+// Metal refuses them, the error says that this may be the cause.
+std::string dtype_note(const KernelRecord& record, const LaunchArgs& args) {
+  const size_t first_result = args.args.size() - args.num_results;
+  std::string note;
+  size_t ordinal = 0;
+  for (size_t i = 0; i < args.args.size(); ++i) {
+    const BoundArg& arg = args.args[i];
+    if (arg.kind != BoundArg::Kind::Tensor) {
+      continue;
+    }
+    const at::ScalarType dtype = arg.tensor.scalar_type();
+    if (dtype == at::kLong || dtype == at::kUInt64 || dtype == at::kBool) {
+      note += "\nnote: " + tensor_label(record, ordinal, i < first_result) + " is " +
+          c10::toString(dtype) +
+          "; Metal tensors (MTLTensorDataType) have no 64-bit integer or bool element type, "
+          "which may be why Metal rejected this kernel. Use an int32/uint8 tensor, or run the "
+          "kernel on CPU tensors.";
+    }
+    ++ordinal;
+  }
+  return note;
+}
+
+id<MTLComputePipelineState> compiled_pipeline(int64_t handle, const KernelRecord& record,
+                                              const LaunchArgs& args) {
+  try {
+    return pipeline_for(handle, record);
+  } catch (const c10::Error& error) {
+    const std::string note = dtype_note(record, args);
+    if (note.empty()) {
+      throw;
+    }
+    TORCH_CHECK(false, error.msg(), note);
+  }
+}
+
+void check_threadgroup(const KernelRecord& record, const LaunchArgs& args,
+                       id<MTLComputePipelineState> pipeline) {
+  const auto& group = args.group;
+  const uint64_t threads = uint64_t{group[0]} * group[1] * group[2];
+  const NSUInteger limit = pipeline.maxTotalThreadsPerThreadgroup;
+  TORCH_CHECK_VALUE(threads >= 1 && threads <= limit, "coreai_torch: kernel '", record.name,
+                    "': threads_per_thread_group (", group[0], ", ", group[1], ", ", group[2],
+                    ") has ", threads, " threads, but this kernel's compiled pipeline runs 1 to ",
+                    limit,
+                    " threads per threadgroup on this GPU (Metal lowers the limit below 1024 "
+                    "for kernels that use many registers); use a smaller threadgroup");
+}
+
+// Nothing can be written when the grid is empty or every result is empty.
+bool nothing_to_run(const LaunchArgs& args) {
+  if (args.grid[0] == 0 || args.grid[1] == 0 || args.grid[2] == 0) {
+    return true;
+  }
+  if (args.num_results == 0) {
+    return false;
+  }
+  for (size_t i = args.args.size() - args.num_results; i < args.args.size(); ++i) {
+    if (args.args[i].tensor.numel() != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Binds the arguments in signature order (buffer index = position among the
+// buffer parameters: inputs, results, then the metadata) and dispatches.
+void encode_on(id<MTLComputeCommandEncoder> encoder, id<MTLComputePipelineState> pipeline,
+               const LaunchArgs& args) {
+  [encoder setComputePipelineState:pipeline];
+  NSUInteger index = 0;
+  for (const BoundArg& arg : args.args) {
+    switch (arg.kind) {
+      case BoundArg::Kind::Tensor: {
+        const at::Tensor& tensor = arg.tensor;
+        const auto offset =
+            static_cast<NSUInteger>(tensor.storage_offset() * tensor.element_size());
+        [encoder setBuffer:buffer_of(tensor) offset:offset atIndex:index];
+        break;
+      }
+      case BoundArg::Kind::Int:
+        [encoder setBytes:&arg.int_value length:sizeof(int32_t) atIndex:index];
+        break;
+      case BoundArg::Kind::Float:
+        [encoder setBytes:&arg.float_value length:sizeof(float) atIndex:index];
+        break;
+      case BoundArg::Kind::Bool:
+        [encoder setBytes:&arg.bool_value length:sizeof(bool) atIndex:index];
+        break;
+    }
+    ++index;
+  }
+  [encoder setBytes:args.meta.data() length:args.meta.size() * sizeof(int32_t) atIndex:index];
+  [encoder dispatchThreads:MTLSizeMake(args.grid[0], args.grid[1], args.grid[2])
+      threadsPerThreadgroup:MTLSizeMake(args.group[0], args.group[1], args.group[2])];
+}
+
+void encode(id<MTLComputePipelineState> pipeline, const LaunchArgs& args) {
+  at::mps::MPSStream* stream = at::mps::getCurrentMPSStream();
+  TORCH_INTERNAL_ASSERT(stream != nullptr, "PyTorch has no current MPS stream");
+  const LaunchArgs* launch = &args;
+  // The stream's encoder may only be touched on the stream's serial queue. A
+  // C++ exception must not unwind through libdispatch, so it is carried out of
+  // the block and rethrown here.
+  __block std::exception_ptr failure;
+  dispatch_sync(stream->queue(), ^{
+    @autoreleasepool {
+      try {
+        encode_on(stream->commandEncoder(), pipeline, *launch);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+    }
+  });
+  if (failure) {
+    std::rethrow_exception(failure);
+  }
+}
+
+}  // namespace
+
+void run(int64_t handle, const KernelRecord& record, LaunchArgs& args) {
+  const std::string& unavailable = metal4_unavailable_reason();
+  TORCH_CHECK(unavailable.empty(), "coreai_torch: kernel '", record.name,
+              "' cannot run on MPS: ", unavailable);
+  TORCH_CHECK(args.args.size() + 1 <= kMaxBufferSlots, "coreai_torch: kernel '", record.name,
+              "' has ", args.args.size(),
+              " inputs and results; with the metadata buffer that exceeds Metal's ",
+              kMaxBufferSlots, " buffer arguments per kernel");
+  TORCH_INTERNAL_ASSERT(!args.meta.empty() && args.meta.size() * sizeof(int32_t) < kMaxInlineBytes,
+                        "kernel '", record.name, "': the metadata buffer has ", args.meta.size(),
+                        " entries");
+  TORCH_INTERNAL_ASSERT(args.num_results <= args.args.size(), "kernel '", record.name,
+                        "': more results than arguments");
+
+  prepare_tensors(record, args);
+  id<MTLComputePipelineState> pipeline = compiled_pipeline(handle, record, args);
+  check_threadgroup(record, args, pipeline);
+  if (nothing_to_run(args)) {
+    return;
+  }
+  encode(pipeline, args);
+}
+
+}  // namespace coreai_torch::mps
+
+// Introspection for tests and diagnostics:
+//   torch.ops.coreai_torch.mps_compile_count()      -> int
+//   torch.ops.coreai_torch.mps_unavailable_reason() -> str ("" when kernels can run)
+TORCH_LIBRARY_FRAGMENT(coreai_torch, m) {
+  m.def("mps_compile_count() -> int",
+        []() -> int64_t { return coreai_torch::mps::compile_count(); });
+  m.def("mps_unavailable_reason() -> str",
+        []() -> std::string { return coreai_torch::mps::metal4_unavailable_reason(); });
+}

@@ -1,0 +1,81 @@
+// The binary interface between coreai_torch's CPU launcher (compiled into _C)
+// and one JIT-compiled kernel library. Plain C so that the two sides may be
+// built by different compilers and language standards: _C by the compiler that
+// built torch, the kernel by clang++ -std=c++23.
+//
+// Bump COREAI_CPU_ABI_VERSION whenever a struct or a signature here changes;
+// the launcher refuses a kernel library built against another version, and the
+// version is part of the disk cache key.
+#ifndef COREAI_MSL_CPU_ABI_H
+#define COREAI_MSL_CPU_ABI_H
+
+#include <stdint.h>
+
+#define COREAI_CPU_ABI_VERSION 1
+
+// Metal's SIMD-group width on Apple GPUs; quad-groups are 4 lanes.
+#define COREAI_CPU_SIMD_WIDTH 32
+// Largest value a SIMD-group or quad function exchanges (a long4 / ulong4).
+#define COREAI_CPU_SIMD_SLOT_BYTES 32
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// What is uniform over one threadgroup. Every field is in Metal order (x first).
+typedef struct coreai_cpu_group {
+  uint32_t position[3];         // threadgroup_position_in_grid
+  uint32_t size[3];             // threads_per_threadgroup: smaller at the grid edge
+  uint32_t dispatch_size[3];    // dispatch_threads_per_threadgroup: as requested
+  uint32_t grid[3];             // threads_per_grid
+  uint32_t groups_per_grid[3];  // threadgroups_per_grid
+  uint32_t thread_count;        // size[0] * size[1] * size[2]
+} coreai_cpu_group;
+
+// One thread of a threadgroup.
+typedef struct coreai_cpu_thread {
+  uint32_t position[3];  // thread_position_in_threadgroup
+  uint32_t index;        // thread_index_in_threadgroup (x fastest, over the actual size)
+} coreai_cpu_thread;
+
+// The values of one SIMD-group exchange, as seen by one lane after the
+// rendezvous: lane L's value is at slots + L * COREAI_CPU_SIMD_SLOT_BYTES and is
+// meaningful only when bit L of active_mask is set (lanes that exited or that
+// lie past the end of a partial SIMD-group are clear).
+typedef struct coreai_cpu_simd_view {
+  const unsigned char* slots;
+  uint32_t active_mask;
+  uint32_t lane;
+} coreai_cpu_simd_view;
+
+// Services the launcher provides to kernel code; handed to the kernel library
+// once, right after it is loaded.
+typedef struct coreai_cpu_runtime {
+  uint32_t abi_version;
+  // Waits until every thread of the threadgroup that is still running arrives.
+  void (*threadgroup_barrier)(void);
+  // Waits until every still-running lane of the caller's SIMD-group arrives.
+  void (*simdgroup_barrier)(void);
+  // Publishes `size` bytes from `value` as the caller's lane value, waits for
+  // the SIMD-group's running lanes, and returns everyone's values.
+  coreai_cpu_simd_view (*simd_exchange)(const void* value, uint32_t size);
+  // Debug mode: a tensor view at `base` was indexed outside its extents
+  // (index and extents in Metal order, `rank` entries each).
+  void (*report_out_of_bounds)(const void* base, uint32_t rank, const int64_t* index,
+                               const int32_t* extents);
+} coreai_cpu_runtime;
+
+// Symbols every kernel library exports (see the entry shim written by the JIT).
+typedef uint32_t (*coreai_cpu_kernel_abi_fn)(void);
+typedef void (*coreai_cpu_kernel_init_fn)(const coreai_cpu_runtime* runtime);
+// Runs every thread of one threadgroup in turn (loop mode).
+typedef void (*coreai_cpu_kernel_run_group_fn)(void* const* args, const coreai_cpu_group* group);
+// Runs one thread (fiber mode: called on the thread's own fiber).
+typedef void (*coreai_cpu_kernel_run_thread_fn)(void* const* args, const coreai_cpu_group* group,
+                                                const coreai_cpu_thread* thread);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#endif  // COREAI_MSL_CPU_ABI_H

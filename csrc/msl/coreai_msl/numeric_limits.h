@@ -1,0 +1,120 @@
+// metal::numeric_limits and the math constants of <metal_math>.
+#pragma once
+
+#include <cmath>
+#include <limits>
+
+#include "scalar.h"
+
+namespace metal {
+
+// Integer types and float use the standard library's values; half and bfloat
+// are spelled out because the standard library may not specialise for them.
+template <class T>
+struct numeric_limits : std::numeric_limits<T> {};
+
+template <>
+struct numeric_limits<half> {
+  static constexpr bool is_specialized = true;
+  static constexpr bool is_signed = true;
+  static constexpr bool is_integer = false;
+  static constexpr bool is_exact = false;
+  static constexpr bool has_infinity = true;
+  static constexpr bool has_quiet_NaN = true;
+  static constexpr bool has_signaling_NaN = true;
+  static constexpr int digits = 11;
+  static constexpr int digits10 = 3;
+  static constexpr int max_digits10 = 5;
+  static constexpr int radix = 2;
+  static constexpr int min_exponent = -13;
+  static constexpr int min_exponent10 = -4;
+  static constexpr int max_exponent = 16;
+  static constexpr int max_exponent10 = 4;
+  static constexpr half min() { return __builtin_bit_cast(half, std::uint16_t{0x0400}); }
+  static constexpr half max() { return __builtin_bit_cast(half, std::uint16_t{0x7bff}); }
+  static constexpr half lowest() { return __builtin_bit_cast(half, std::uint16_t{0xfbff}); }
+  static constexpr half epsilon() { return __builtin_bit_cast(half, std::uint16_t{0x1400}); }
+  static constexpr half round_error() { return __builtin_bit_cast(half, std::uint16_t{0x3800}); }
+  static constexpr half infinity() { return __builtin_bit_cast(half, std::uint16_t{0x7c00}); }
+  static constexpr half quiet_NaN() { return __builtin_bit_cast(half, std::uint16_t{0x7e00}); }
+  static constexpr half signaling_NaN() { return __builtin_bit_cast(half, std::uint16_t{0x7d00}); }
+  static constexpr half denorm_min() { return __builtin_bit_cast(half, std::uint16_t{0x0001}); }
+};
+
+template <>
+struct numeric_limits<bfloat> {
+  static constexpr bool is_specialized = true;
+  static constexpr bool is_signed = true;
+  static constexpr bool is_integer = false;
+  static constexpr bool is_exact = false;
+  static constexpr bool has_infinity = true;
+  static constexpr bool has_quiet_NaN = true;
+  static constexpr bool has_signaling_NaN = true;
+  static constexpr int digits = 8;
+  static constexpr int digits10 = 2;
+  static constexpr int max_digits10 = 4;
+  static constexpr int radix = 2;
+  static constexpr int min_exponent = -125;
+  static constexpr int min_exponent10 = -37;
+  static constexpr int max_exponent = 128;
+  static constexpr int max_exponent10 = 38;
+  static constexpr bfloat min() { return __builtin_bit_cast(bfloat, std::uint16_t{0x0080}); }
+  static constexpr bfloat max() { return __builtin_bit_cast(bfloat, std::uint16_t{0x7f7f}); }
+  static constexpr bfloat lowest() { return __builtin_bit_cast(bfloat, std::uint16_t{0xff7f}); }
+  static constexpr bfloat epsilon() { return __builtin_bit_cast(bfloat, std::uint16_t{0x3c00}); }
+  static constexpr bfloat round_error() {
+    return __builtin_bit_cast(bfloat, std::uint16_t{0x3f00});
+  }
+  static constexpr bfloat infinity() { return __builtin_bit_cast(bfloat, std::uint16_t{0x7f80}); }
+  static constexpr bfloat quiet_NaN() { return __builtin_bit_cast(bfloat, std::uint16_t{0x7fc0}); }
+  static constexpr bfloat signaling_NaN() {
+    return __builtin_bit_cast(bfloat, std::uint16_t{0x7fa0});
+  }
+  static constexpr bfloat denorm_min() { return __builtin_bit_cast(bfloat, std::uint16_t{0x0001}); }
+};
+
+}  // namespace metal
+
+// Constants of <metal_math>. INFINITY and NAN come from <cmath>; MAXFLOAT and
+// HUGE_VALF may too (glibc defines them), with the same values.
+#ifndef MAXFLOAT
+#define MAXFLOAT 0x1.fffffep+127f
+#endif
+#ifndef HUGE_VALF
+#define HUGE_VALF __builtin_huge_valf()
+#endif
+#define MAXHALF 0x1.ffcp15f16
+#define HUGE_VALH static_cast<::metal::half>(__builtin_huge_valf())
+
+#define M_E_F 2.71828182845904523536028747135266250f
+#define M_LOG2E_F 1.44269504088896340735992468100189214f
+#define M_LOG10E_F 0.434294481903251827651128918916605082f
+#define M_LN2_F 0.693147180559945309417232121458176568f
+#define M_LN10_F 2.30258509299404568401799145468436421f
+#define M_PI_F 3.14159265358979323846264338327950288f
+#define M_PI_2_F 1.57079632679489661923132169163975144f
+#define M_PI_4_F 0.785398163397448309615660845819875721f
+#define M_1_PI_F 0.318309886183790671537767526745028724f
+#define M_2_PI_F 0.636619772367581343075535053490057448f
+#define M_2_SQRTPI_F 1.12837916709551257389615890312154517f
+#define M_SQRT2_F 1.41421356237309504880168872420969808f
+#define M_SQRT1_2_F 0.707106781186547524400844362104849039f
+
+#define M_E_H 2.71828182845904523536028747135266250f16
+#define M_LOG2E_H 1.44269504088896340735992468100189214f16
+#define M_LOG10E_H 0.434294481903251827651128918916605082f16
+#define M_LN2_H 0.693147180559945309417232121458176568f16
+#define M_LN10_H 2.30258509299404568401799145468436421f16
+#define M_PI_H 3.14159265358979323846264338327950288f16
+#define M_PI_2_H 1.57079632679489661923132169163975144f16
+#define M_PI_4_H 0.785398163397448309615660845819875721f16
+#define M_1_PI_H 0.318309886183790671537767526745028724f16
+#define M_2_PI_H 0.636619772367581343075535053490057448f16
+#define M_2_SQRTPI_H 1.12837916709551257389615890312154517f16
+#define M_SQRT2_H 1.41421356237309504880168872420969808f16
+#define M_SQRT1_2_H 0.707106781186547524400844362104849039f16
+
+// <metal_types> limits spelled as macros.
+#define HALF_MAX MAXHALF
+#define HALF_MIN 0x1p-14f16
+#define HALF_EPSILON 0x1p-10f16

@@ -1,0 +1,24 @@
+// The Python extension module coreai_torch._C. Importing it loads this
+// library, whose static initialisers register the coreai_torch operators
+// (csrc/ops.cpp); the functions here are test and benchmark hooks only.
+#ifndef COREAI_TORCH_NO_PYTHON
+
+#include <torch/extension.h>
+
+#include "cpu/fiber.h"
+#include "cpu/jit.h"
+#include "cpu/source_scan.h"
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "coreai_torch native library: registers torch.ops.coreai_torch";
+  m.def("_fiber_switch_ns", &coreai_torch::cpu::fiber_switch_nanoseconds, pybind11::arg("round_trips"),
+        "Measured cost of one fiber context switch, in nanoseconds.");
+  m.def("_rewrite_threadgroup", [](const std::string& s) { return coreai_torch::cpu::rewrite_threadgroup(s); },
+        "The CPU backend's threadgroup rewrite of a Metal source.");
+  m.def("_needs_fibers", [](const std::string& s) { return coreai_torch::cpu::needs_fibers(s); },
+        "Whether the CPU backend runs this Metal source in fiber mode.");
+  m.def("_cpu_cache_directory", &coreai_torch::cpu::cache_directory);
+  m.def("_msl_directory", &coreai_torch::cpu::msl_directory);
+}
+
+#endif  // COREAI_TORCH_NO_PYTHON

@@ -1,0 +1,142 @@
+// Stand-in for <Metal/Metal.h> (macOS 26 SDK): only what the MPS backend and
+// torch's ATen/mps headers use. Each declaration names the Metal header it
+// mirrors and its declaration there.
+#pragma once
+
+#import <Foundation/Foundation.h>
+
+#pragma clang assume_nonnull begin
+
+// ---- MTLTypes.h ----
+
+// MTLTypes.h: typedef struct { NSUInteger width, height, depth; } MTLSize;
+typedef struct {
+  NSUInteger width, height, depth;
+} MTLSize;
+
+// MTLTypes.h: MTL_INLINE MTLSize MTLSizeMake(NSUInteger width, NSUInteger height, NSUInteger depth)
+inline MTLSize MTLSizeMake(NSUInteger width, NSUInteger height, NSUInteger depth) {
+  MTLSize size = {width, height, depth};
+  return size;
+}
+
+// ---- MTLResource.h / MTLBuffer.h ----
+
+// MTLResource.h: @protocol MTLResource <MTLAllocation>  (MTLAllocation: <NSObject>)
+@protocol MTLResource <NSObject>
+@end
+
+// MTLBuffer.h: @protocol MTLBuffer <MTLResource>
+@protocol MTLBuffer <MTLResource>
+@end
+
+// ---- MTLLibrary.h ----
+
+// MTLLibrary.h: @protocol MTLFunction <NSObject>
+@protocol MTLFunction <NSObject>
+@end
+
+// MTLLibrary.h: @protocol MTLLibrary <NSObject>
+@protocol MTLLibrary <NSObject>
+// MTLLibrary.h: - (nullable id <MTLFunction>) newFunctionWithName:(NSString *)functionName;
+- (nullable id<MTLFunction>)newFunctionWithName:(NSString*)functionName;
+@end
+
+// MTLLibrary.h: typedef NS_ENUM(NSUInteger, MTLLanguageVersion) { ... MTLLanguageVersion4_0 = (4 << 16) + 0, ... }
+// (the backend spells 4.0 as its value, so only the type is declared)
+typedef enum MTLLanguageVersion : NSUInteger {
+} MTLLanguageVersion;
+
+// MTLLibrary.h: typedef NS_ENUM(NSInteger, MTLMathMode) { MTLMathModeSafe = 0, MTLMathModeRelaxed = 1, MTLMathModeFast = 2 };
+typedef enum MTLMathMode : NSInteger {
+  MTLMathModeSafe = 0,
+  MTLMathModeFast = 2,
+} MTLMathMode;
+
+// MTLLibrary.h: typedef NS_ENUM(NSInteger, MTLMathFloatingPointFunctions) { MTLMathFloatingPointFunctionsFast = 0, MTLMathFloatingPointFunctionsPrecise = 1 };
+typedef enum MTLMathFloatingPointFunctions : NSInteger {
+  MTLMathFloatingPointFunctionsFast = 0,
+  MTLMathFloatingPointFunctionsPrecise = 1,
+} MTLMathFloatingPointFunctions;
+
+// MTLLibrary.h: @interface MTLCompileOptions : NSObject <NSCopying>
+@interface MTLCompileOptions : NSObject
+// MTLLibrary.h: @property (readwrite, nonatomic) MTLMathMode mathMode API_AVAILABLE(macos(15.0), ios(18.0));
+@property(readwrite, nonatomic) MTLMathMode mathMode;
+// MTLLibrary.h: @property (nonatomic) MTLMathFloatingPointFunctions mathFloatingPointFunctions API_AVAILABLE(macos(15.0), ios(18.0));
+@property(nonatomic) MTLMathFloatingPointFunctions mathFloatingPointFunctions;
+// MTLLibrary.h: @property (readwrite, nonatomic) MTLLanguageVersion languageVersion API_AVAILABLE(macos(10.11), ios(9.0));
+@property(readwrite, nonatomic) MTLLanguageVersion languageVersion;
+@end
+
+// ---- MTLComputePipeline.h ----
+
+// MTLComputePipeline.h: @protocol MTLComputePipelineState <MTLAllocation>
+@protocol MTLComputePipelineState <NSObject>
+// MTLComputePipeline.h: @property (readonly) NSUInteger maxTotalThreadsPerThreadgroup;
+@property(readonly) NSUInteger maxTotalThreadsPerThreadgroup;
+@end
+
+// ---- MTLCommandEncoder.h / MTLComputeCommandEncoder.h ----
+
+// MTLCommandEncoder.h: @protocol MTLCommandEncoder <NSObject>
+@protocol MTLCommandEncoder <NSObject>
+@end
+
+// MTLComputeCommandEncoder.h: @protocol MTLComputeCommandEncoder <MTLCommandEncoder>
+@protocol MTLComputeCommandEncoder <MTLCommandEncoder>
+// MTLComputeCommandEncoder.h: - (void)setComputePipelineState:(id <MTLComputePipelineState>)state;
+- (void)setComputePipelineState:(id<MTLComputePipelineState>)state;
+// MTLComputeCommandEncoder.h: - (void)setBytes:(const void *)bytes length:(NSUInteger)length atIndex:(NSUInteger)index API_AVAILABLE(macos(10.11), ios(8.3));
+- (void)setBytes:(const void*)bytes length:(NSUInteger)length atIndex:(NSUInteger)index;
+// MTLComputeCommandEncoder.h: - (void)setBuffer:(nullable id <MTLBuffer>)buffer offset:(NSUInteger)offset atIndex:(NSUInteger)index;
+- (void)setBuffer:(nullable id<MTLBuffer>)buffer offset:(NSUInteger)offset atIndex:(NSUInteger)index;
+// MTLComputeCommandEncoder.h: - (void)dispatchThreads:(MTLSize)threadsPerGrid threadsPerThreadgroup:(MTLSize)threadsPerThreadgroup API_AVAILABLE(macos(10.13), ios(11.0));
+- (void)dispatchThreads:(MTLSize)threadsPerGrid threadsPerThreadgroup:(MTLSize)threadsPerThreadgroup;
+@end
+
+// ---- MTLCommandBuffer.h / MTLCommandQueue.h / MTLEvent.h (named by torch's MPSStream.h) ----
+
+// MTLCommandBuffer.h: @protocol MTLCommandBuffer <NSObject>
+@protocol MTLCommandBuffer <NSObject>
+@end
+
+// MTLCommandBuffer.h: typedef void (^MTLCommandBufferHandler)(id <MTLCommandBuffer>);
+typedef void (^MTLCommandBufferHandler)(id<MTLCommandBuffer>);
+
+// MTLCommandQueue.h: @protocol MTLCommandQueue <NSObject>
+@protocol MTLCommandQueue <NSObject>
+@end
+
+// MTLEvent.h: @protocol MTLEvent <NSObject>
+@protocol MTLEvent <NSObject>
+@end
+
+// MTLEvent.h: @protocol MTLSharedEvent <MTLEvent>
+@protocol MTLSharedEvent <MTLEvent>
+@end
+
+// ---- MTLDevice.h ----
+
+// MTLDevice.h: typedef NS_ENUM(NSInteger, MTLGPUFamily) { ... MTLGPUFamilyMetal4 = 5002 ... }
+// (the backend spells MTLGPUFamilyMetal4 as its value, so only the type is declared)
+typedef enum MTLGPUFamily : NSInteger {
+} MTLGPUFamily;
+
+// MTLDevice.h: @protocol MTLDevice <NSObject>
+@protocol MTLDevice <NSObject>
+// MTLDevice.h: @property (nonnull, readonly) NSString *name;
+@property(nonnull, readonly) NSString* name;
+// MTLDevice.h: - (BOOL)supportsFamily:(MTLGPUFamily)gpuFamily API_AVAILABLE(macos(10.15), ios(13.0));
+- (BOOL)supportsFamily:(MTLGPUFamily)gpuFamily;
+// MTLDevice.h: - (nullable id <MTLLibrary>)newLibraryWithSource:(NSString *)source options:(nullable MTLCompileOptions *)options error:(__autoreleasing NSError **)error;
+- (nullable id<MTLLibrary>)newLibraryWithSource:(NSString*)source
+                                        options:(nullable MTLCompileOptions*)options
+                                          error:(__autoreleasing NSError* _Nullable* _Nullable)error;
+// MTLDevice.h: - (nullable id <MTLComputePipelineState>)newComputePipelineStateWithFunction:(id <MTLFunction>)computeFunction error:(__autoreleasing NSError **)error;
+- (nullable id<MTLComputePipelineState>)
+    newComputePipelineStateWithFunction:(id<MTLFunction>)computeFunction
+                                  error:(__autoreleasing NSError* _Nullable* _Nullable)error;
+@end
+
+#pragma clang assume_nonnull end

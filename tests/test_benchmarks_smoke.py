@@ -1,0 +1,105 @@
+"""Keeps the benchmarks runnable: ``benchmarks/run_all.py --smoke`` end to end.
+
+This builds the C++ harness with CMake, runs every Python and C++ benchmark
+once at tiny sizes and checks the table, not the timings (smoke sizes say
+nothing about speed, and CI machines are noisy).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN_ALL = ROOT / "benchmarks" / "run_all.py"
+
+EXPECTED_KEYS = {
+    "py.launch_tiny",
+    "py.launch_tiny_vs_reference",
+    "py.vector_add",
+    "py.tiled_matmul",
+    "py.tiled_matmul_no_barrier",
+    "py.barrier_cost",
+    "py.cold_compile",
+    "py.warm_first_result",
+    "py.import",
+    "cpp.launch_tiny",
+    "cpp.vector_add",
+    "cpp.tiled_matmul",
+    "cpp.tiled_matmul_no_barrier",
+    "cpp.barrier_cost",
+    "cpp.barrier_alone",
+}
+# Rows with a target must say whether they met it.
+TARGETED_KEYS = {
+    "py.launch_tiny",
+    "py.vector_add",
+    "py.barrier_cost",
+    "py.cold_compile",
+    "py.warm_first_result",
+    "cpp.launch_tiny",
+    "cpp.vector_add",
+    "cpp.barrier_cost",
+}
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str]:
+    if shutil.which("cmake") is None:
+        pytest.fail("cmake is needed to build the C++ benchmark harness: pip install cmake")
+    tmp = tmp_path_factory.mktemp("bench")
+    out_json = tmp / "rows.json"
+    # A private kernel cache keeps the run independent of earlier ones; the
+    # build directory is the shared one so that a rerun builds incrementally.
+    env = dict(os.environ, COREAI_TORCH_CACHE_DIR=str(tmp / "kernel-cache"))
+    done = subprocess.run(
+        [sys.executable, str(RUN_ALL), "--smoke", "--json", str(out_json)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, f"run_all.py --smoke failed:\n{done.stdout}\n{done.stderr}"
+    return json.loads(out_json.read_text()), done.stdout
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def test_every_expected_row_is_present(smoke_run: tuple[dict, str]) -> None:
+    report, _ = smoke_run
+    keys = [r.get("key") for r in report["rows"]]
+    missing = EXPECTED_KEYS - set(keys)
+    assert not missing, f"rows missing from the table: {sorted(missing)}"
+    named = [k for k in keys if k]
+    assert len(named) == len(set(named)), f"duplicate row keys: {named}"
+
+
+def test_numbers_are_finite_and_positive(smoke_run: tuple[dict, str]) -> None:
+    report, _ = smoke_run
+    for r in report["rows"]:
+        assert isinstance(r["metric"], str) and r["metric"], r
+        assert _finite(r["ours"]) and r["ours"] > 0, r
+        if r.get("baseline") is not None:
+            assert _finite(r["baseline"]) and r["baseline"] > 0, r
+            assert math.isclose(r["ratio"], r["ours"] / r["baseline"], rel_tol=1e-3), r
+        if r.get("key") in TARGETED_KEYS:
+            assert isinstance(r["pass"], bool) and r["target"] != "-", r
+
+
+def test_markdown_table_lists_every_row(smoke_run: tuple[dict, str]) -> None:
+    report, stdout = smoke_run
+    lines = stdout.splitlines()
+    assert lines[0].startswith("Machine: ") and "torch " in lines[0], lines[0]
+    assert "| metric | ours | baseline | ratio | target | pass |" in lines
+    table = [line for line in lines if line.startswith("| ")]
+    for r in report["rows"]:
+        assert any(line.startswith(f"| {r['metric']} |") for line in table), r["metric"]
