@@ -15,7 +15,8 @@ CSRC = ROOT / "csrc"
 IS_MACOS = sys.platform == "darwin"
 
 sources = sorted(str(p.relative_to(ROOT)) for p in [*CSRC.glob("*.cpp"), *CSRC.glob("cpu/*.cpp")])
-extra_compile_args = ["-std=c++17", "-O2", "-fvisibility=hidden"]
+# torch 2.13 headers are C++20.
+extra_compile_args = ["-std=c++20", "-O2", "-fvisibility=hidden"]
 extra_link_args = []
 # The source tree's msl/ headers, for editable installs (an installed wheel finds
 # its own copy next to _C, see csrc/cpu/jit.cpp).

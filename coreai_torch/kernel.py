@@ -158,14 +158,12 @@ class TorchMetalKernel:
         group = _dispatch_triple(
             self.name, "threads_per_thread_group", threads_per_thread_group, minimum=1
         )
-        if all(isinstance(g, int) for g in group) and math.prod(group) > _MAX_THREADS_PER_GROUP:
-            raise ValueError(
-                f"kernel '{self.name}': threads_per_thread_group {tuple(group)} has "
-                f"{math.prod(group)} threads; a threadgroup holds at most "
-                f"{_MAX_THREADS_PER_GROUP}."
-            )
         shapes = self._check_result_shapes(result_shapes)
         self._check_args(args)
+        if _plain_eager(args):
+            # Same work as the op's CPU/MPS kernel, without the dispatcher round
+            # trip; anything being traced, faked or differentiated takes the op.
+            return self._run(args, grid, group, shapes)
         return self.op(*args, grid, group, *shapes)
 
     def _check_args(self, args: tuple[Any, ...]) -> None:
@@ -194,6 +192,17 @@ class TorchMetalKernel:
             metal_type(value.dtype, kernel=self.name, what=f"input '{name}'")
 
     def _check_result_shapes(self, result_shapes: Any) -> list[list[Any]]:
+        if (
+            type(result_shapes) in (list, tuple)
+            and len(result_shapes) == len(self.result_names)
+            and all(
+                type(shape) in (list, tuple)
+                and shape
+                and all(type(d) is int and d >= 0 for d in shape)
+                for shape in result_shapes
+            )
+        ):
+            return [list(shape) for shape in result_shapes]  # the common, valid case
         if isinstance(result_shapes, (str, bytes)) or not isinstance(result_shapes, Sequence):
             raise ValueError(
                 f"kernel '{self.name}': result_shapes must be a list with one shape per result "
@@ -344,9 +353,12 @@ class TorchMetalKernel:
         return self._shape_results(outs)
 
     def _eager(self, *flat: Any) -> Any:
+        """The op's CPU and MPS kernel."""
         n = len(self.input_names)
-        inputs, grid, group = flat[:n], list(flat[n]), list(flat[n + 1])
         shapes = [list(s) for s in flat[n + 2 :]]
+        return self._run(flat[:n], list(flat[n]), list(flat[n + 1]), shapes)
+
+    def _run(self, inputs: tuple, grid: list, group: list, shapes: list[list[int]]) -> Any:
         if modes.resolve(self.execution_mode) == "reference":
             return self._reference(inputs, shapes)
         return self._launch(inputs, grid, group, shapes)
@@ -385,6 +397,21 @@ class TorchMetalKernel:
 
 
 def _dispatch_triple(kernel: str, label: str, value: Any, *, minimum: int) -> list[Any]:
+    if type(value) in (tuple, list) and len(value) == 3:
+        a, b, c = value
+        if type(a) is int and type(b) is int and type(c) is int:
+            # The common case: three plain ints.
+            if a < minimum or b < minimum or c < minimum:
+                raise ValueError(
+                    f"kernel '{kernel}': {label} entries must be >= {minimum}, "
+                    f"got {tuple(value)}."
+                )
+            if minimum == 1 and a * b * c > _MAX_THREADS_PER_GROUP:
+                raise ValueError(
+                    f"kernel '{kernel}': {label} {tuple(value)} has {a * b * c} threads; a "
+                    f"threadgroup holds at most {_MAX_THREADS_PER_GROUP}."
+                )
+            return [a, b, c]
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise ValueError(f"kernel '{kernel}': {label} must be a 3-tuple of ints, got {value!r}.")
     if len(value) != 3:
@@ -399,7 +426,30 @@ def _dispatch_triple(kernel: str, label: str, value: Any, *, minimum: int) -> li
             raise ValueError(
                 f"kernel '{kernel}': {label} entries must be >= {minimum}, got {tuple(value)}."
             )
+    if minimum == 1 and all(isinstance(d, int) for d in dims):
+        threads = math.prod(dims)
+        if threads > _MAX_THREADS_PER_GROUP:
+            raise ValueError(
+                f"kernel '{kernel}': {label} {tuple(value)} has {threads} threads; a "
+                f"threadgroup holds at most {_MAX_THREADS_PER_GROUP}."
+            )
     return dims
+
+
+def _plain_eager(args: tuple[Any, ...]) -> bool:
+    """True when a call can skip the dispatcher: plain tensors, nothing tracing or recording."""
+    if torch.compiler.is_compiling():
+        return False
+    if torch._C._len_torch_dispatch_stack() or torch._C._len_torch_function_stack():
+        return False
+    grad = torch.is_grad_enabled()
+    for a in args:
+        if type(a) is torch.Tensor:
+            if (grad and a.requires_grad) or a.device.type not in ("cpu", "mps"):
+                return False
+        elif isinstance(a, torch.Tensor):  # FakeTensor, FunctionalTensor, other subclasses
+            return False
+    return True
 
 
 def _check_scalar(kernel: str, name: str, expected: type, value: Any) -> None:

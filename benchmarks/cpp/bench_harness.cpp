@@ -16,6 +16,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -187,6 +189,59 @@ constexpr int64_t kTile = 16;  // benchmarks/bench_kernels.py: TILE
 constexpr double kLaunchTarget = 3.0;
 constexpr double kThroughputTarget = 0.8;
 constexpr double kBarrierTargetNs = 20.0;
+constexpr double kColdCompileTargetS = 1.5;
+
+// Points COREAI_TORCH_CACHE_DIR at a new empty directory for its lifetime.
+class EmptyKernelCache {
+ public:
+  EmptyKernelCache() {
+    const char* previous = std::getenv(kVariable);
+    if (previous) previous_ = previous;
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "coreai_torch_bench_XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) {
+      throw std::runtime_error("cannot create a temporary kernel cache from " + pattern);
+    }
+    dir_ = pattern;
+    setenv(kVariable, dir_.c_str(), 1);
+  }
+  ~EmptyKernelCache() {
+    if (previous_) setenv(kVariable, previous_->c_str(), 1);
+    else unsetenv(kVariable);
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+  EmptyKernelCache(const EmptyKernelCache&) = delete;
+  EmptyKernelCache& operator=(const EmptyKernelCache&) = delete;
+
+ private:
+  static constexpr const char* kVariable = "COREAI_TORCH_CACHE_DIR";
+  std::optional<std::string> previous_;
+  std::string dir_;
+};
+
+// The first launch of a kernel this process has not run, with nothing on
+// disk: finding clang++, compiling the kernel and loading it, with no Python
+// anywhere. Must run before anything else launches `add`.
+Row cold_compile_row(const CoreaiOps& ops, int64_t add, const Sizes& s) {
+  const at::Tensor x = at::randn({s.tiny}), y = at::randn({s.tiny});
+  const Launch call{&ops, add, {x, y}, {}, {s.tiny, 1, 1}, {s.tiny, 1, 1}, {s.tiny}};
+  at::Tensor out;
+  std::chrono::duration<double> seconds{};
+  {
+    EmptyKernelCache empty;
+    const auto t0 = std::chrono::steady_clock::now();
+    out = call();
+    seconds = std::chrono::steady_clock::now() - t0;
+  }
+  check_close("bench_add (cold)", out, at::add(x, y), 0, 0);
+  Row r{"cpp.cold_compile",
+        "C++: first launch, empty kernel cache (find clang++, compile, load), s"};
+  r.ours = r.ours_best = seconds.count();
+  r.target = "<= 1.5 s";
+  r.pass = r.ours <= kColdCompileTargetS;
+  return r;
+}
 
 Row launch_row(const CoreaiOps& ops, int64_t add, const Sizes& s) {
   const at::Tensor x = at::randn({s.tiny}), y = at::randn({s.tiny});
@@ -334,8 +389,8 @@ void print_json(const std::vector<Row>& rows) {
 int usage(const char* argv0) {
   std::cerr << "usage: " << argv0 << " --kernels DIR [--smoke] [--json] [--only KEY]\n"
             << "  DIR holds the files written by benchmarks/cpp/render_kernels.py\n"
-            << "  KEY runs one benchmark: cpp.launch_tiny, cpp.vector_add, cpp.tiled_matmul or\n"
-            << "  cpp.barrier_alone (for profiling)\n";
+            << "  KEY runs one benchmark: cpp.cold_compile, cpp.launch_tiny, cpp.vector_add,\n"
+            << "  cpp.tiled_matmul or cpp.barrier_alone (for profiling)\n";
   return 2;
 }
 
@@ -365,6 +420,7 @@ int main(int argc, char** argv) {
 
     // Each benchmark with the key of its first row, for --only.
     const std::vector<std::pair<std::string, std::function<std::vector<Row>()>>> benchmarks{
+        {"cpp.cold_compile", [&] { return std::vector<Row>{cold_compile_row(ops, add, s)}; }},
         {"cpp.launch_tiny", [&] { return std::vector<Row>{launch_row(ops, add, s)}; }},
         {"cpp.vector_add", [&] { return std::vector<Row>{vector_add_row(ops, add, s)}; }},
         {"cpp.tiled_matmul", [&] { return matmul_rows(ops, tiled, bare, s); }},

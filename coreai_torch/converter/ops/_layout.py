@@ -118,8 +118,8 @@ def static_sizes(ctx: LoweringContext, arg_or_fake: Any, what: str) -> list[int]
     return [int(s) for s in sizes]
 
 
-def take(value: Value, axis: int, indices: np.ndarray) -> Value:
-    """``index_select`` with a constant 1-D index vector.
+def take(value: Value, axis: int, indices: np.ndarray | Value) -> Value:
+    """``index_select``: the slices of ``value`` at 1-D ``indices`` along ``axis``.
 
     The axis is moved to the front so that ``gather_nd`` picks whole slices;
     this works whatever the other (possibly symbolic) sizes are.
@@ -127,6 +127,9 @@ def take(value: Value, axis: int, indices: np.ndarray) -> Value:
     n = rank(value)
     order = [axis, *[d for d in range(n) if d != axis]]
     front = permute(value, order)
-    picked = coreai.gather_nd(front, i32(indices.reshape(-1, 1)))
-    inverse = [order.index(d) for d in range(n)]
-    return permute(picked, inverse)
+    if isinstance(indices, np.ndarray):
+        columns = i32(indices.reshape(-1, 1))
+    else:
+        columns = unsqueeze(indices, -1)
+    picked = coreai.gather_nd(front, columns)
+    return permute(picked, [order.index(d) for d in range(n)])

@@ -17,7 +17,7 @@ from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Attribute, Value
 
 from ..registry import LoweringContext, normalize_dim, register_lowering
-from ._layout import arg, broadcast, i32, permute, rank, sizes_operand, unsqueeze
+from ._layout import arg, broadcast, i32, permute, rank, sizes_operand, take, unsqueeze
 
 aten = torch.ops.aten
 
@@ -27,18 +27,6 @@ _I32_MAX = 2**31 - 1
 
 def _indices(ctx: LoweringContext, index_arg: Any) -> Value:
     return ctx.value(index_arg, torch.int32)
-
-
-def take_along(value: Value, axis: int, index: Value) -> Value:
-    """``index_select``: the slices of ``value`` at a 1-D ``index`` along ``axis``.
-
-    The axis is moved to the front so that ``gather_nd`` picks whole slices,
-    which works whatever the other (possibly symbolic) sizes are.
-    """
-    n = rank(value)
-    order = [axis, *[d for d in range(n) if d != axis]]
-    picked = coreai.gather_nd(permute(value, order), unsqueeze(index, -1))
-    return permute(picked, [order.index(d) for d in range(n)])
 
 
 @register_lowering(aten.embedding.default)
@@ -57,7 +45,7 @@ def lower_index_select(ctx: LoweringContext, node: fx.Node) -> Value:
     index = _indices(ctx, index_arg)
     if rank(index) == 0:
         index = unsqueeze(index, 0)
-    return take_along(x, normalize_dim(dim, rank(x)), index)
+    return take(x, normalize_dim(dim, rank(x)), index)
 
 
 def _slice_to(ctx: LoweringContext, value: Value, sizes: list[Any]) -> Value:

@@ -1,0 +1,287 @@
+"""The launch op: Metal dispatchThreads semantics, argument binding, validation."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+from cpu_launch_helpers import METAL_TYPE, Scalar, Tensor, kernel
+
+F32 = torch.float32
+I32 = torch.int32
+
+# Every compute attribute, some in their narrower or shorter forms.
+ATTRIBUTES = [
+    ("gid", "uint3", "thread_position_in_grid", 3),
+    ("lid", "ushort3", "thread_position_in_threadgroup", 3),
+    ("tg", "uint3", "threadgroup_position_in_grid", 3),
+    ("tpg", "uint3", "threads_per_grid", 3),
+    ("tptg", "uint3", "threads_per_threadgroup", 3),
+    ("tgpg", "ushort3", "threadgroups_per_grid", 3),
+    ("dtpt", "uint3", "dispatch_threads_per_threadgroup", 3),
+    ("origin", "uint3", "grid_origin", 3),
+    ("gsize", "uint3", "grid_size", 3),
+    ("gid2", "uint2", "thread_position_in_grid", 2),
+    ("gidx", "uint", "thread_position_in_grid", 1),
+    ("tiit", "uint", "thread_index_in_threadgroup", 1),
+    ("tiis", "ushort", "thread_index_in_simdgroup", 1),
+    ("sgit", "uint", "simdgroup_index_in_threadgroup", 1),
+    ("tps", "uint", "threads_per_simdgroup", 1),
+    ("sgpt", "uint", "simdgroups_per_threadgroup", 1),
+    ("tew", "uint", "thread_execution_width", 1),
+    ("qgit", "uint", "quadgroup_index_in_threadgroup", 1),
+    ("tiiq", "uint", "thread_index_in_quadgroup", 1),
+    ("qgpt", "uint", "quadgroups_per_threadgroup", 1),
+    ("dsgpt", "uint", "dispatch_simdgroups_per_threadgroup", 1),
+    ("dqgpt", "uint", "dispatch_quadgroups_per_threadgroup", 1),
+]
+COLUMNS = sum(a[3] for a in ATTRIBUTES)
+
+
+def _attribute_kernel():
+    lines = ["const uint t = gid.x + gid.y * tpg.x + gid.z * tpg.x * tpg.y;", "uint c = 0;"]
+    for name, _, _, width in ATTRIBUTES:
+        if width == 1:
+            lines.append(f"out[t, c++] = uint({name});")
+        else:
+            lines += [f"out[t, c++] = uint({name}[{i}]);" for i in range(width)]
+    return kernel(
+        "attributes",
+        [],
+        [Tensor("out", torch.int32, 2)],
+        "\n".join(lines),
+        [(n, ty, attr) for n, ty, attr, _ in ATTRIBUTES],
+    )
+
+
+def _expected_attributes(grid, group):
+    groups = [-(-g // s) for g, s in zip(grid, group)]
+    rows = {}
+    for gz, gy, gx in itertools.product(*(range(n) for n in reversed(groups))):
+        tg = (gx, gy, gz)
+        size = [min(group[d], grid[d] - tg[d] * group[d]) for d in range(3)]
+        count = size[0] * size[1] * size[2]
+        dispatch_count = group[0] * group[1] * group[2]
+        index = 0
+        for lz, ly, lx in itertools.product(range(size[2]), range(size[1]), range(size[0])):
+            gid = [tg[d] * group[d] + (lx, ly, lz)[d] for d in range(3)]
+            values = {
+                "gid": gid,
+                "lid": [lx, ly, lz],
+                "tg": list(tg),
+                "tpg": list(grid),
+                "tptg": size,
+                "tgpg": groups,
+                "dtpt": list(group),
+                "origin": [0, 0, 0],
+                "gsize": list(grid),
+                "gid2": gid[:2],
+                "gidx": [gid[0]],
+                "tiit": [index],
+                "tiis": [index % 32],
+                "sgit": [index // 32],
+                "tps": [32],
+                "sgpt": [-(-count // 32)],
+                "tew": [32],
+                "qgit": [index // 4],
+                "tiiq": [index % 4],
+                "qgpt": [-(-count // 4)],
+                "dsgpt": [-(-dispatch_count // 32)],
+                "dqgpt": [-(-dispatch_count // 4)],
+            }
+            t = gid[0] + gid[1] * grid[0] + gid[2] * grid[0] * grid[1]
+            rows[t] = [v for name, *_ in ATTRIBUTES for v in values[name]]
+            index += 1
+    return torch.tensor([rows[t] for t in range(len(rows))], dtype=torch.int32)
+
+
+ATTRIBUTE_KERNEL = _attribute_kernel()
+
+
+@pytest.mark.parametrize(
+    ("grid", "group"),
+    [
+        ((20, 6, 3), (8, 4, 2)),  # edge groups along every dimension, 2 SIMD-groups in full ones
+        ((5, 6, 7), (2, 4, 3)),
+        ((70, 1, 1), (64, 1, 1)),
+        ((1, 1, 1), (32, 32, 1)),  # a group larger than the grid
+    ],
+)
+def test_every_thread_attribute(grid, group) -> None:
+    total = grid[0] * grid[1] * grid[2]
+    (out,) = ATTRIBUTE_KERNEL(grid=grid, group=group, shapes=[[total, COLUMNS]])
+    expected = _expected_attributes(grid, group)
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+
+
+HITS = kernel(
+    "hits",
+    [Tensor("hits", I32, 3)],
+    [Tensor("out")],
+    "hits[gid.x, gid.y, gid.z] += 1;",
+    [("gid", "uint3", "thread_position_in_grid")],
+)
+
+
+@pytest.mark.parametrize(("grid", "group"), [((10, 3, 2), (4, 2, 2)), ((7, 7, 1), (8, 8, 1))])
+def test_each_thread_of_the_grid_runs_once_and_none_outside(grid, group) -> None:
+    # The tensor is larger than the grid; threads outside the grid must not run.
+    hits = torch.zeros(4, 9, 12, dtype=I32)  # torch [z, y, x]
+    HITS(hits, grid=grid, group=group, shapes=[[1]])
+    expected = torch.zeros_like(hits)
+    expected[: grid[2], : grid[1], : grid[0]] = 1
+    torch.testing.assert_close(hits, expected, rtol=0, atol=0)
+
+
+def test_empty_grid_runs_nothing() -> None:
+    hits = torch.zeros(4, 9, 12, dtype=I32)
+    (out,) = HITS(hits, grid=(0, 5, 5), group=(4, 4, 1), shapes=[[3]])
+    assert out.shape == (3,)
+    assert hits.sum() == 0
+
+
+def test_scalars_zero_d_tensors_and_strided_inputs() -> None:
+    k = kernel(
+        "binding",
+        [
+            Tensor("x", rank=2),
+            Scalar("n", "int"),
+            Scalar("scale", "float"),
+            Scalar("negate", "bool"),
+            Tensor("bias", rank=0),
+        ],
+        [Tensor("out", rank=2), Tensor("total", I32)],
+        """
+        const float v = x[gid.x, gid.y] * scale + bias;
+        out[gid.x, gid.y] = negate ? -v : v;
+        if (gid.x == 0 && gid.y == 0) total[0] = n + int(x.get_extent(0)) * 1000;
+        """,
+        [("gid", "uint2", "thread_position_in_grid")],
+    )
+    base = torch.arange(12, dtype=F32).reshape(3, 4)
+    x = base.t()  # torch [4, 3], strides (1, 4): not contiguous
+    bias = torch.tensor(0.5)
+    out, total = k(x, -7, 2.0, True, bias, grid=(3, 4, 1), group=(2, 2, 1), shapes=[[4, 3], [1]])
+    torch.testing.assert_close(out, -(x * 2.0 + 0.5), rtol=0, atol=0)
+    assert total.item() == -7 + 3 * 1000
+    out, _ = k(x, 0, 1, False, bias, grid=(3, 4, 1), group=(2, 2, 1), shapes=[[4, 3], [1]])
+    torch.testing.assert_close(out, x + 0.5, rtol=0, atol=0)
+
+
+DTYPES = list(METAL_TYPE)
+
+
+def test_every_dtype_round_trips() -> None:
+    names = [f"x{i}" for i in range(len(DTYPES))]
+    k = kernel(
+        "copy_dtypes",
+        [Tensor(n, d) for n, d in zip(names, DTYPES)],
+        [Tensor(f"y{i}", d) for i, d in enumerate(DTYPES)],
+        "\n".join(f"y{i}[id] = x{i}[id];" for i in range(len(DTYPES))),
+        [("id", "uint", "thread_position_in_grid")],
+    )
+    g = torch.Generator().manual_seed(3)
+    inputs = []
+    for d in DTYPES:
+        if d == torch.bool:
+            inputs.append(torch.rand(40, generator=g) > 0.5)
+        elif d.is_floating_point:
+            inputs.append(torch.randn(40, generator=g).to(d))
+        else:
+            info = torch.iinfo(d)
+            lo, hi = max(info.min, -(2**62)), min(info.max, 2**62)
+            inputs.append(torch.randint(lo, hi, (40,), generator=g, dtype=torch.int64).to(d))
+    outs = k(*inputs, grid=(40, 1, 1), group=(16, 1, 1), shapes=[[40]] * len(DTYPES))
+    for x, y in zip(inputs, outs):
+        assert y.dtype == x.dtype
+        assert torch.equal(y, x)
+
+
+def test_results_are_contiguous_with_the_requested_shapes() -> None:
+    (out,) = HITS(torch.zeros(1, 1, 1, dtype=I32), grid=(1, 1, 1), group=(1, 1, 1), shapes=[[2, 3, 5]])
+    assert out.shape == (2, 3, 5) and out.is_contiguous() and out.dtype == F32
+
+
+# ---- validation -------------------------------------------------------------------
+
+
+def test_identical_registrations_share_a_handle() -> None:
+    args = ("same", HITS.source, "hits_0123456789", "t", ["hits", "out"], ["thread_position_in_grid"])
+    assert torch.ops.coreai_torch.register_kernel(*args, 0) == HITS.handle
+    assert torch.ops.coreai_torch.register_kernel(*args, 1) != HITS.handle  # debug differs
+
+
+def test_unknown_thread_attribute_is_a_registration_error() -> None:
+    with pytest.raises(RuntimeError, match=r"kernel 'k'.*entry 1.*unknown thread attribute 'thread_id'"):
+        torch.ops.coreai_torch.register_kernel(
+            "k", "", "k_0", "", [], ["thread_position_in_grid", "thread_id"], 0
+        )
+
+
+def test_bad_arg_kinds_are_a_registration_error() -> None:
+    with pytest.raises(RuntimeError, match="arg_kinds"):
+        torch.ops.coreai_torch.register_kernel("k", "", "k_0", "tx", ["a", "b"], [], 0)
+
+
+def _launch(tensors, scalars=(), grid=(4, 1, 1), group=(4, 1, 1), shapes=((4,),), dtypes=(F32,)):
+    return torch.ops.coreai_torch.launch(
+        BINDING_CHECK.handle,
+        list(tensors),
+        list(scalars),
+        list(grid),
+        list(group),
+        [d for s in shapes for d in s],
+        [len(s) for s in shapes],
+        list(dtypes),
+    )
+
+
+BINDING_CHECK = kernel(
+    "checked",
+    [Tensor("x"), Scalar("n", "int")],
+    [Tensor("out")],
+    "out[id] = x[id] + float(n);",
+    [("id", "uint", "thread_position_in_grid")],
+)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "pattern"),
+    [
+        (lambda: _launch([], [1]), RuntimeError, r"kernel 'checked': expected 1 tensor inputs \('x'\), got 0"),
+        (lambda: _launch([torch.ones(4)], []), RuntimeError, "expected 1 scalar inputs, got 0"),
+        (lambda: _launch([torch.ones(4)], [1.5]), RuntimeError, "scalar input 1 is an int parameter"),
+        (lambda: _launch([torch.ones(4)], [2**31]), RuntimeError, "does not fit Metal's 32-bit int"),
+        (lambda: _launch([torch.ones(4)], [1], grid=(4, 1)), RuntimeError, "threads_per_grid must have 3 entries"),
+        (lambda: _launch([torch.ones(4)], [1], group=(4, 0, 1)), RuntimeError, "threads_per_thread_group entries"),
+        (lambda: _launch([torch.ones(4)], [1], group=(64, 32, 1)), RuntimeError, "2048 threads; a Metal threadgroup holds at most 1024"),
+        (lambda: _launch([torch.ones(4, dtype=torch.float64)], [1]), TypeError, "input 'x' has dtype Double"),
+        (lambda: _launch([torch.ones(4)], [1], dtypes=(torch.complex64,)), TypeError, "result 'out' has dtype ComplexFloat"),
+        (lambda: _launch([torch.ones(4)], [1], shapes=((4,), (2,))), RuntimeError, "a rank and a dtype for each of the 1 results"),
+        (lambda: _launch([torch.ones(4)], [1], shapes=((-1,),)), RuntimeError, "negative size"),
+        (lambda: torch.ops.coreai_torch.launch(12345, [], [], [1, 1, 1], [1, 1, 1], [], [], []), RuntimeError, "unknown kernel handle 12345"),
+    ],
+)
+def test_launch_validation(call, error, pattern) -> None:
+    with pytest.raises(error, match=pattern):
+        call()
+
+
+def test_tensors_on_two_devices_are_refused() -> None:
+    k = kernel(
+        "two_inputs",
+        [Tensor("a"), Tensor("b")],
+        [Tensor("out")],
+        "out[id] = a[id] + b[id];",
+        [("id", "uint", "thread_position_in_grid")],
+    )
+    with pytest.raises(RuntimeError, match="one device; input 'b' is on meta but 'a' is on cpu"):
+        k(torch.ones(4), torch.ones(4, device="meta"), grid=(4, 1, 1), group=(4, 1, 1), shapes=[[4]])
+
+
+def test_meta_launch_only_allocates() -> None:
+    before = torch.ops.coreai_torch.cpu_compile_count()
+    (out,) = BINDING_CHECK(torch.ones(4, device="meta"), 3, grid=(4, 1, 1), group=(4, 1, 1), shapes=[[2, 6]])
+    assert out.device.type == "meta" and out.shape == (2, 6) and out.dtype == F32
+    assert torch.ops.coreai_torch.cpu_compile_count() == before
