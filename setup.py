@@ -22,6 +22,12 @@ extra_link_args = []
 # its own copy next to _C, see csrc/cpu/jit.cpp).
 define_macros = [("COREAI_TORCH_SOURCE_MSL_DIR", f'"{CSRC / "msl"}"')]
 
+if not IS_MACOS:
+    # at::parallel_for is header code that runs serially unless compiled with
+    # OpenMP; linking libgomp.so.1 reuses the copy torch has already loaded.
+    extra_compile_args += ["-fopenmp"]
+    extra_link_args += ["-fopenmp"]
+
 if IS_MACOS:
     sources += sorted(str(p.relative_to(ROOT)) for p in CSRC.glob("mps/*.mm"))
     extra_compile_args += ["-fobjc-arc"]

@@ -27,7 +27,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_kernels as kernels  # from benchmarks/, put on the path above
-from timing import Plan, measure, row
+from timing import Plan, measure_interleaved, row
 
 LAUNCH_TARGET = 3.0  # at most 3x torch.add per call
 THROUGHPUT_TARGET = 0.8  # at least 0.8x torch.add's throughput
@@ -69,13 +69,17 @@ def launch_rows(s: Sizes) -> list[dict[str, Any]]:
 
     # One float rounding per element on both sides: bitwise equal.
     torch.testing.assert_close(call(), torch.add(x, y), rtol=0, atol=0)
-    ours = measure(call, s.tiny_plan)
-    base = measure(lambda: torch.add(x, y), s.tiny_plan)
-    kernels.add.execution_mode = "reference"
-    try:
-        reference = measure(call, s.tiny_plan)
-    finally:
-        kernels.add.execution_mode = None
+
+    def reference_call() -> torch.Tensor:
+        kernels.add.execution_mode = "reference"
+        try:
+            return call()
+        finally:
+            kernels.add.execution_mode = None
+
+    ours, base, reference = measure_interleaved(
+        [call, lambda: torch.add(x, y), reference_call], s.tiny_plan
+    )
     us = 1e6
     ratio = ours.median / base.median
     return [
@@ -115,8 +119,7 @@ def vector_add_row(s: Sizes) -> dict[str, Any]:
         )
 
     torch.testing.assert_close(call(), torch.add(x, y), rtol=0, atol=0)
-    ours = measure(call, s.big_plan)
-    base = measure(lambda: torch.add(x, y), s.big_plan)
+    ours, base = measure_interleaved([call, lambda: torch.add(x, y)], s.big_plan)
     gigabytes = 3 * n * 4 / 1e9  # two float32 reads and one write per element
     throughput = gigabytes / ours.median
     base_throughput = gigabytes / base.median
@@ -165,9 +168,10 @@ def matmul_rows(s: Sizes) -> list[dict[str, Any]]:
     # n-long dot products of standard normals (|value| ~ sqrt(n)) summed in another
     # order than torch's: a few ulp of fp32 per add, inside 1e-4 rel + 1e-3 abs at n=256.
     torch.testing.assert_close(tiled(), a @ b, rtol=1e-4, atol=1e-3)
-    with_barriers = measure(tiled, s.big_plan)
-    without = measure(no_barrier, s.big_plan)  # its result is wrong by design
-    base = measure(lambda: a @ b, s.big_plan)
+    # no_barrier's result is wrong by design; only its time matters.
+    with_barriers, without, base = measure_interleaved(
+        [tiled, no_barrier, lambda: a @ b], s.big_plan
+    )
 
     ms = 1e3
     thread_barriers = n * n * kernels.barriers_per_thread(n)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +42,26 @@ def measure(fn: Callable[[], Any], plan: Plan) -> Timing:
             fn()
         per_call.append((time.perf_counter() - start) / plan.calls)
     return Timing(statistics.median(per_call), min(per_call))
+
+
+def measure_interleaved(fns: Sequence[Callable[[], Any]], plan: Plan) -> list[Timing]:
+    """Times several calls against each other, alternating them repetition by repetition.
+
+    On a shared machine a burst of load then slows every contender alike,
+    instead of only the one that happened to be running, which keeps ratios
+    between them meaningful.
+    """
+    for fn in fns:
+        for _ in range(plan.warmup):
+            fn()
+    per_call: list[list[float]] = [[] for _ in fns]
+    for _ in range(plan.reps):
+        for fn, times in zip(fns, per_call):
+            start = time.perf_counter()
+            for _ in range(plan.calls):
+                fn()
+            times.append((time.perf_counter() - start) / plan.calls)
+    return [Timing(statistics.median(t), min(t)) for t in per_call]
 
 
 def row(

@@ -260,20 +260,16 @@ class TorchMetalKernel:
         return Specialization(args, res)
 
     def _result_dtypes(self, inputs: Sequence[Any], shapes: Sequence[Sequence[int]]) -> list:
-        """Result dtypes from ``torch_defn`` run on meta copies of the inputs."""
-        meta = [
-            torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device="meta")
-            if isinstance(v, torch.Tensor)
-            else v
-            for v in inputs
-        ]
-        try:
-            outs = self.torch_defn(*meta)
-        except Exception:
-            # Some references cannot run on meta tensors (data-dependent code):
-            # run them once on the real inputs instead.
-            outs = self.torch_defn(*inputs)
-        outs = self._as_result_list(outs)
+        """Result dtypes of a new specialization, from ``torch_defn`` run once on the inputs.
+
+        The reference runs on the real inputs rather than on meta tensors: the
+        first meta computation in a process imports torch's compiler stack (over a
+        second), which would dominate a warm start, while one reference call per
+        specialization is cheap next to compiling the kernel. It also checks
+        ``result_shapes`` against the reference on the first call.
+        """
+        with torch.no_grad():
+            outs = self._as_result_list(self.torch_defn(*inputs))
         _check_shapes_agree(self.name, self.result_names, outs, shapes)
         for rname, out in zip(self.result_names, outs):
             metal_type(out.dtype, kernel=self.name, what=f"result '{rname}'")
@@ -324,16 +320,20 @@ class TorchMetalKernel:
             raise
         return self._shape_results(outs)
 
-    def _register(self, inputs: tuple, shapes: list[list[int]]) -> tuple[int, list]:
-        dtypes = self._result_dtypes(inputs, shapes)
-        spec = self.specialization(inputs, [len(s) for s in shapes], dtypes)
+    def registration(self, spec: Specialization) -> tuple:
+        """The arguments of ``torch.ops.coreai_torch.register_kernel`` for ``spec``.
+
+        ``(name, buffer source, entry, arg_kinds, tensor names, thread attributes,
+        options)``: what a C++ caller needs to launch this specialization without
+        Python (``docs/internals.md``).
+        """
         entry, source = render_buffer_source(self.definition, spec)
         kinds = "".join(
             _ARG_KIND[self.scalar_types[n]] if s else "t"
             for n, s in zip(self.input_names, self._is_scalar)
         )
         tensor_names = [n for n, s in zip(self.input_names, self._is_scalar) if not s]
-        handle = torch.ops.coreai_torch.register_kernel.default(
+        return (
             self.name,
             source,
             entry,
@@ -342,6 +342,11 @@ class TorchMetalKernel:
             [attr for _, _, attr in self.definition.metal_params],
             self._options(),
         )
+
+    def _register(self, inputs: tuple, shapes: list[list[int]]) -> tuple[int, list]:
+        dtypes = self._result_dtypes(inputs, shapes)
+        spec = self.specialization(inputs, [len(s) for s in shapes], dtypes)
+        handle = torch.ops.coreai_torch.register_kernel.default(*self.registration(spec))
         return handle, dtypes
 
     def _reference(self, inputs: tuple, shapes: list[list[int]]) -> Any:
@@ -403,8 +408,7 @@ def _dispatch_triple(kernel: str, label: str, value: Any, *, minimum: int) -> li
             # The common case: three plain ints.
             if a < minimum or b < minimum or c < minimum:
                 raise ValueError(
-                    f"kernel '{kernel}': {label} entries must be >= {minimum}, "
-                    f"got {tuple(value)}."
+                    f"kernel '{kernel}': {label} entries must be >= {minimum}, got {tuple(value)}."
                 )
             if minimum == 1 and a * b * c > _MAX_THREADS_PER_GROUP:
                 raise ValueError(

@@ -135,8 +135,8 @@ std::string join(c10::ArrayRef<std::string> names) {
 
 std::array<uint32_t, 3> three_counts(const KernelRecord& r, at::IntArrayRef v, const char* what,
                                      int64_t minimum) {
-  TORCH_CHECK(v.size() == 3, "kernel '", r.name, "': ", what, " must have 3 entries (x, y, z), got ",
-              v.size(), ": ", v);
+  TORCH_CHECK(v.size() == 3, "kernel '", r.name, "': ", what,
+              " must have 3 entries (x, y, z), got ", v.size(), ": ", v);
   std::array<uint32_t, 3> out{};
   for (size_t d = 0; d < 3; ++d) {
     TORCH_CHECK(v[d] >= minimum && v[d] <= std::numeric_limits<uint32_t>::max(), "kernel '",
@@ -163,28 +163,30 @@ void append_meta(std::vector<int32_t>& meta, const at::Tensor& t) {
 }
 
 BoundArg bind_scalar(const KernelRecord& r, char kind, const c10::Scalar& s, size_t input) {
+  // The messages are only built on failure: this runs on every launch.
   BoundArg a;
-  const std::string where = "kernel '" + r.name + "': scalar input " + std::to_string(input);
   switch (kind) {
     case 'i': {
-      TORCH_CHECK(s.isIntegral(/*includeBool=*/false), where, " is an int parameter, got ",
-                  s.type());
+      TORCH_CHECK(s.isIntegral(/*includeBool=*/false), "kernel '", r.name, "': scalar input ",
+                  input, " is an int parameter, got ", s.type());
       const int64_t v = s.toLong();
       TORCH_CHECK(v >= std::numeric_limits<int32_t>::min() &&
                       v <= std::numeric_limits<int32_t>::max(),
-                  where, " = ", v, " does not fit Metal's 32-bit int");
+                  "kernel '", r.name, "': scalar input ", input, " = ", v,
+                  " does not fit Metal's 32-bit int");
       a.kind = BoundArg::Kind::Int;
       a.int_value = static_cast<int32_t>(v);
       break;
     }
     case 'f':
-      TORCH_CHECK(s.isFloatingPoint() || s.isIntegral(/*includeBool=*/false), where,
-                  " is a float parameter, got ", s.type());
+      TORCH_CHECK(s.isFloatingPoint() || s.isIntegral(/*includeBool=*/false), "kernel '", r.name,
+                  "': scalar input ", input, " is a float parameter, got ", s.type());
       a.kind = BoundArg::Kind::Float;
       a.float_value = static_cast<float>(s.toDouble());
       break;
     case 'b':
-      TORCH_CHECK(s.isBoolean(), where, " is a bool parameter, got ", s.type());
+      TORCH_CHECK(s.isBoolean(), "kernel '", r.name, "': scalar input ", input,
+                  " is a bool parameter, got ", s.type());
       a.kind = BoundArg::Kind::Bool;
       a.bool_value = s.toBool();
       break;
@@ -244,9 +246,9 @@ LaunchArgs prepare(const KernelRecord& r, at::TensorList tensors,
     TORCH_CHECK_TYPE(supported_dtype(t.scalar_type()), "kernel '", r.name, "': input '", name,
                      "' has dtype ", t.scalar_type(),
                      ", which Metal kernels cannot take. Supported: ", kSupportedDtypes);
-    TORCH_CHECK(t.device() == device, "kernel '", r.name, "': all tensors must be on one device; "
-                "input '", name, "' is on ", t.device(), " but '", input_names[0], "' is on ",
-                device);
+    TORCH_CHECK(t.device() == tensors[0].device(), "kernel '", r.name,
+                "': all tensors must be on one device; input '", name, "' is on ", t.device(),
+                " but '", input_names[0], "' is on ", tensors[0].device());
     check_int32_layout(r, name, t.sizes(), t.strides());
     BoundArg a;
     a.kind = BoundArg::Kind::Tensor;

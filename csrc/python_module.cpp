@@ -5,19 +5,31 @@
 
 #include <torch/extension.h>
 
+#include "cpu/compiler.h"
 #include "cpu/fiber.h"
 #include "cpu/jit.h"
 #include "cpu/source_scan.h"
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "coreai_torch native library: registers torch.ops.coreai_torch";
-  m.def("_fiber_switch_ns", &coreai_torch::cpu::fiber_switch_nanoseconds, pybind11::arg("round_trips"),
+  m.def("_fiber_switch_ns", &coreai_torch::cpu::fiber_switch_nanoseconds,
+        pybind11::arg("round_trips"),
         "Measured cost of one fiber context switch, in nanoseconds.");
-  m.def("_rewrite_threadgroup", [](const std::string& s) { return coreai_torch::cpu::rewrite_threadgroup(s); },
-        "The CPU backend's threadgroup rewrite of a Metal source.");
-  m.def("_needs_fibers", [](const std::string& s) { return coreai_torch::cpu::needs_fibers(s); },
-        "Whether the CPU backend runs this Metal source in fiber mode.");
+  m.def(
+      "_rewrite_threadgroup",
+      [](const std::string& s) { return coreai_torch::cpu::rewrite_threadgroup(s); },
+      "The CPU backend's threadgroup rewrite of a Metal source.");
+  m.def(
+      "_needs_fibers", [](const std::string& s) { return coreai_torch::cpu::needs_fibers(s); },
+      "Whether the CPU backend runs this Metal source in fiber mode.");
   m.def("_cpu_cache_directory", &coreai_torch::cpu::cache_directory);
+  m.def(
+      "_cpu_compiler",
+      [] {
+        return coreai_torch::cpu::find_compiler("(none)", coreai_torch::cpu::cache_directory())
+            .program;
+      },
+      "The C++ compiler the CPU backend compiles kernels with.");
   m.def("_msl_directory", &coreai_torch::cpu::msl_directory);
 }
 

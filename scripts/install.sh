@@ -10,17 +10,22 @@ if [[ "${1:-}" == "--test" ]]; then extras="[test]"; fi
 
 as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
 
-# The CPU backend compiles Metal kernels as C++23 with clang (15 or newer).
+# The CPU backend compiles Metal kernels as C++23 with clang (15 or newer); the
+# C++ benchmark harness (built by the tests) needs cmake.
+packages=()
 have_clang=""
 for cxx in "${COREAI_TORCH_CXX:-}" clang++-19 clang++-18 clang++-17 clang++-16 clang++-15 clang++; do
   if [[ -n "$cxx" ]] && command -v "$cxx" >/dev/null 2>&1; then have_clang="$cxx"; break; fi
 done
-if [[ -z "$have_clang" ]]; then
+[[ -n "$have_clang" ]] || packages+=(clang-19)
+[[ -n "$extras" ]] && ! command -v cmake >/dev/null 2>&1 && packages+=(cmake)
+if (( ${#packages[@]} )); then
   if command -v apt-get >/dev/null 2>&1; then
     as_root apt-get update -qq
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-19 >/dev/null
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >/dev/null
   else
-    echo "No clang++ found: install clang 15 or newer (or Xcode's command line tools) and rerun." >&2
+    echo "Missing ${packages[*]}: install clang 15 or newer (or Xcode's command line tools)" \
+      "and cmake, then rerun." >&2
     exit 1
   fi
 fi

@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+# bench_conversion converts a whole (tiny) model.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 RUN_ALL = ROOT / "benchmarks" / "run_all.py"
 

@@ -135,19 +135,30 @@ struct Timing {
   double best;
 };
 
-template <class F>
-Timing measure(F&& f, const Plan& plan) {
+// Times calls against each other, alternating them repetition by repetition:
+// on a shared machine a burst of load then slows every contender alike, which
+// keeps the ratios between them meaningful.
+std::vector<Timing> measure(const std::vector<std::function<void()>>& calls, const Plan& plan) {
   using clock = std::chrono::steady_clock;
-  for (int i = 0; i < plan.warmup; ++i) f();
-  std::vector<double> per_call;
-  for (int r = 0; r < plan.reps; ++r) {
-    const auto t0 = clock::now();
-    for (int i = 0; i < plan.calls; ++i) f();
-    const std::chrono::duration<double> dt = clock::now() - t0;
-    per_call.push_back(dt.count() / plan.calls);
+  for (const auto& f : calls) {
+    for (int i = 0; i < plan.warmup; ++i) f();
   }
-  std::sort(per_call.begin(), per_call.end());
-  return {per_call[per_call.size() / 2], per_call.front()};
+  std::vector<std::vector<double>> per_call(calls.size());
+  for (int r = 0; r < plan.reps; ++r) {
+    for (size_t k = 0; k < calls.size(); ++k) {
+      const auto t0 = clock::now();
+      for (int i = 0; i < plan.calls; ++i) calls[k]();
+      const std::chrono::duration<double> dt = clock::now() - t0;
+      per_call[k].push_back(dt.count() / plan.calls);
+    }
+  }
+  std::vector<Timing> out;
+  for (std::vector<double>& t : per_call) {
+    std::sort(t.begin(), t.end());
+    // The upper median for an even count; plans use odd counts.
+    out.push_back({t[t.size() / 2], t.front()});
+  }
+  return out;
 }
 
 void check_close(const char* what, const at::Tensor& ours, const at::Tensor& expected,
@@ -248,8 +259,9 @@ Row launch_row(const CoreaiOps& ops, int64_t add, const Sizes& s) {
   const Launch call{&ops, add, {x, y}, {}, {s.tiny, 1, 1}, {s.tiny, 1, 1}, {s.tiny}};
   // One rounding per element on both sides: the sums are bitwise equal.
   check_close("bench_add (16 elements)", call(), at::add(x, y), 0, 0);
-  const Timing ours = measure(call, s.tiny_plan);
-  const Timing base = measure([&] { return at::add(x, y); }, s.tiny_plan);
+  const auto t = measure({[&] { call(); }, [&] { at::add(x, y); }}, s.tiny_plan);
+  const Timing& ours = t[0];
+  const Timing& base = t[1];
   Row r{"cpp.launch_tiny", "C++: add " + std::to_string(s.tiny) +
                                " elements, us/call (vs at::add)"};
   r.ours = ours.median * 1e6;
@@ -267,8 +279,9 @@ Row vector_add_row(const CoreaiOps& ops, int64_t add, const Sizes& s) {
   const at::Tensor x = at::randn({n}), y = at::randn({n});
   const Launch call{&ops, add, {x, y}, {}, {n, 1, 1}, {1024, 1, 1}, {n}};
   check_close("bench_add (vector)", call(), at::add(x, y), 0, 0);
-  const Timing ours = measure(call, s.big_plan);
-  const Timing base = measure([&] { return at::add(x, y); }, s.big_plan);
+  const auto t = measure({[&] { call(); }, [&] { at::add(x, y); }}, s.big_plan);
+  const Timing& ours = t[0];
+  const Timing& base = t[1];
   const double gb = 3.0 * n * sizeof(float) / 1e9;  // two reads and one write per element
   Row r{"cpp.vector_add", "C++: add 2^" + std::to_string(s.vector_log2) +
                               " fp32, GB/s (vs at::add)"};
@@ -292,9 +305,12 @@ std::vector<Row> matmul_rows(const CoreaiOps& ops, int64_t tiled, int64_t no_bar
   // different order from ATen's: fp32 rounding differs by a few ulp per add,
   // well inside 1e-4 relative plus 1e-3 absolute at n = 256.
   check_close("bench_tiled_matmul", with(), at::matmul(a, b), 1e-4, 1e-3);
-  const Timing t_with = measure(with, s.big_plan);
-  const Timing t_without = measure(without, s.big_plan);  // result is wrong by design
-  const Timing base = measure([&] { return at::matmul(a, b); }, s.big_plan);
+  // `without`'s result is wrong by design; only its time matters.
+  const auto t = measure({[&] { with(); }, [&] { without(); }, [&] { at::matmul(a, b); }},
+                         s.big_plan);
+  const Timing& t_with = t[0];
+  const Timing& t_without = t[1];
+  const Timing& base = t[2];
 
   const std::string size = std::to_string(n) + "^3";
   Row tiled_row{"cpp.tiled_matmul", "C++: tiled matmul " + size + " fp32, ms (vs at::matmul)"};
@@ -330,8 +346,10 @@ Row barrier_loop_row(const CoreaiOps& ops, int64_t loop, const Sizes& s) {
                   {threads}};
   };
   check_close("bench_barrier_loop", call(s.barrier_count)(), x + s.barrier_count, 0, 0);
-  const Timing busy = measure(call(s.barrier_count), s.big_plan);
-  const Timing idle = measure(call(0), s.big_plan);
+  const Launch busy_call = call(s.barrier_count), idle_call = call(0);
+  const auto t = measure({[&] { busy_call(); }, [&] { idle_call(); }}, s.big_plan);
+  const Timing& busy = t[0];
+  const Timing& idle = t[1];
   const double thread_barriers = double(threads) * s.barrier_count;
   Row r{"cpp.barrier_alone", "C++: barrier alone (" + std::to_string(s.barrier_count) +
                                  " per thread, 256-thread groups), ns/thread/barrier"};

@@ -21,10 +21,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import bench_kernels as kernels  # from benchmarks/, put on the path above
 
 from coreai_torch import TorchMetalKernel
-from coreai_torch.contract import render_buffer_source
-
-# Argument kind letters of register_kernel (docs/internals.md §2).
-_SCALAR_KINDS = {int: "i", float: "f", bool: "b"}
 
 _F32_1D = torch.empty(0, dtype=torch.float32, device="meta")
 _F32_2D = torch.empty(0, 0, dtype=torch.float32, device="meta")
@@ -43,19 +39,14 @@ def registration(kernel: TorchMetalKernel, inputs: tuple, result_ranks: list[int
     outs = kernel.torch_defn(*inputs)
     outs = [outs] if isinstance(outs, torch.Tensor) else list(outs)
     spec = kernel.specialization(inputs, result_ranks, [o.dtype for o in outs])
-    entry, source = render_buffer_source(kernel.definition, spec)
-    is_scalar = [name in kernel.scalar_types for name in kernel.input_names]
+    name, source, entry, arg_kinds, tensor_names, thread_attrs, _ = kernel.registration(spec)
     return {
-        "name": kernel.name,
+        "name": name,
         "entry": entry,
         "source": source,
-        "arg_kinds": "".join(
-            _SCALAR_KINDS[kernel.scalar_types[n]] if s else "t"
-            for n, s in zip(kernel.input_names, is_scalar)
-        ),
-        "tensor_names": [n for n, s in zip(kernel.input_names, is_scalar) if not s]
-        + kernel.result_names,
-        "thread_attrs": [attr for _, _, attr in kernel.definition.metal_params],
+        "arg_kinds": arg_kinds,
+        "tensor_names": tensor_names,
+        "thread_attrs": thread_attrs,
     }
 
 

@@ -17,7 +17,7 @@ from torch.export.graph_signature import InputKind
 
 from . import dtypes
 from .decomp import prepare
-from .graph_lowering import KERNEL_NAMESPACE, GraphLowerer, UserLowering
+from .graph_lowering import KERNEL_NAMESPACE, GraphLowerer, UserLowering, is_lowerable
 from .kernels import kernel_lowering
 from .registry import LoweringContext, lookup
 from .symbolic import SymbolTable
@@ -146,8 +146,10 @@ class TorchConverter:
     ) -> TorchConverter:
         """Stage a program as the entry point ``entrypoint_name``. Returns ``self``.
 
-        Raw ``torch.export.export`` output is accepted (it is decomposed here
-        with :func:`get_decomp_table`). ``input_names`` / ``output_names``
+        Raw ``torch.export.export`` output is accepted: it is converted as it
+        is when every op in it has a lowering (built in, a registered kernel, or
+        a ``register_torch_lowering`` made before this call), and decomposed
+        with :func:`get_decomp_table` otherwise. ``input_names`` / ``output_names``
         default to the FX names (the ``forward`` argument names, and the names
         of the nodes producing the outputs).
         """
@@ -166,7 +168,10 @@ class TorchConverter:
                 f"an entry point named {entrypoint_name!r} is already staged; give each "
                 "program a unique entrypoint_name"
             )
-        program = prepare(exported_program)
+        # Lowerings registered so far decide whether the program must be
+        # decomposed; see decomp.prepare.
+        user_lowerings = dict(self._user_lowerings)
+        program = prepare(exported_program, lambda target: is_lowerable(target, user_lowerings))
         _reject_state(program, entrypoint_name)
         self._entries.append(
             _Entry(

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
+from typing import Any
+
 import torch
+from torch._ops import OpOverload
 from torch.export import ExportedProgram
 
 from . import ops  # noqa: F401  (registers the lowerings whose ops stay undecomposed)
+from .graph_lowering import all_call_nodes
 from .registry import ops_kept_in_export
 
 
@@ -27,12 +33,38 @@ def get_decomp_table() -> dict:
     return table
 
 
-def prepare(program: ExportedProgram) -> ExportedProgram:
-    """Decompose a program to the ops the converter lowers.
+def prepare(program: ExportedProgram, is_lowerable: Callable[[Any], bool]) -> ExportedProgram:
+    """The program itself when every op in it can be lowered, else its decomposition.
 
-    Accepts the raw output of ``torch.export.export`` as well as a program
-    already decomposed with :func:`get_decomp_table` (decomposing again leaves
-    such a program unchanged). Our kernel ops (``coreai_metal_kernels::*``)
-    have no decomposition and stay as they are.
+    ``run_decompositions`` has a fixed cost of about half a second, several
+    times the cost of lowering a small transformer, so a program whose ops all
+    have lowerings (``is_lowerable(target)``) is converted as it is: the raw
+    output of ``torch.export.export`` for common models, and any program
+    already decomposed with :func:`get_decomp_table`. Otherwise the whole
+    program is decomposed with that table, which also functionalizes in-place
+    ops; our kernel ops (``coreai_metal_kernels::*``) have no decomposition and
+    stay as they are.
     """
-    return program.run_decompositions(get_decomp_table())
+    nodes = all_call_nodes(program.graph_module)
+    if all(_is_functional(n.target) and is_lowerable(n.target) for n in nodes):
+        return program
+    return decompose(program)
+
+
+def decompose(program: ExportedProgram) -> ExportedProgram:
+    """``program.run_decompositions(get_decomp_table())``, without torch's own noise."""
+    with warnings.catch_warnings():
+        # run_decompositions deep-copies the module call graph, whose pytree
+        # specs trip a deprecation warning inside torch itself (torch 2.13,
+        # from copyreg); nothing in our code or the user's can act on it.
+        warnings.filterwarnings(
+            "ignore",
+            message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+            category=FutureWarning,
+        )
+        return program.run_decompositions(get_decomp_table())
+
+
+def _is_functional(target: Any) -> bool:
+    """In-place and out= ops must go through decomposition, which functionalizes them."""
+    return not (isinstance(target, OpOverload) and target._schema.is_mutable)

@@ -41,6 +41,24 @@ def kernel_name(target: Any) -> str | None:
     return None
 
 
+def user_lowering(user_lowerings: dict[str, UserLowering], target: Any) -> UserLowering | None:
+    for name in qualified_names(target):
+        if name in user_lowerings:
+            return user_lowerings[name]
+    return None
+
+
+def is_lowerable(target: Any, user_lowerings: dict[str, UserLowering]) -> bool:
+    """Whether a call target has a lowering: built in, a user's, a kernel or ``getitem``."""
+    if target is operator.getitem:
+        return True
+    if user_lowering(user_lowerings, target) is not None:
+        return True
+    if kernel_name(target) is not None:
+        return True  # unregistered kernels get their own error from check()
+    return lookup(target) is not None
+
+
 class GraphLowerer:
     """Lowers FX graphs with the built-in registry, user lowerings and kernels."""
 
@@ -55,30 +73,21 @@ class GraphLowerer:
     # -- checks before any IR is built ---------------------------------------
 
     def _user_lowering(self, target: Any) -> UserLowering | None:
-        for name in qualified_names(target):
-            if name in self.user_lowerings:
-                return self.user_lowerings[name]
-        return None
+        return user_lowering(self.user_lowerings, target)
 
-    def _is_lowerable(self, target: Any) -> bool:
-        if target is operator.getitem:
-            return True
-        if self._user_lowering(target) is not None:
-            return True
-        if kernel_name(target) is not None:
-            return True  # unregistered kernels get their own error
-        return lookup(target) is not None
+    def is_lowerable(self, target: Any) -> bool:
+        return is_lowerable(target, self.user_lowerings)
 
     def check(self, graph_module: fx.GraphModule) -> None:
         """Raise before conversion: unregistered kernels, then every unsupported op."""
         missing_kernels: dict[str, fx.Node] = {}
         unsupported: list[fx.Node] = []
-        for node in _all_call_nodes(graph_module):
+        for node in all_call_nodes(graph_module):
             name = kernel_name(node.target)
             if name is not None and name not in self.kernel_lowerings:
                 if self._user_lowering(node.target) is None:
                     missing_kernels.setdefault(name, node)
-            elif not self._is_lowerable(node.target):
+            elif not self.is_lowerable(node.target):
                 unsupported.append(node)
         if missing_kernels:
             details = "; ".join(
@@ -223,7 +232,7 @@ def _flat(args: Any) -> list[Any]:
     return [args]
 
 
-def _all_call_nodes(graph_module: fx.GraphModule) -> list[fx.Node]:
+def all_call_nodes(graph_module: fx.GraphModule) -> list[fx.Node]:
     """Call nodes of a graph and of the sub-graphs its higher-order ops use."""
     nodes: list[fx.Node] = []
     for node in graph_module.graph.nodes:
@@ -235,8 +244,15 @@ def _all_call_nodes(graph_module: fx.GraphModule) -> list[fx.Node]:
                 if isinstance(arg, fx.Node) and arg.op == "get_attr":
                     sub = getattr(graph_module, str(arg.target), None)
                     if isinstance(sub, fx.GraphModule):
-                        nodes.extend(_all_call_nodes(sub))
+                        nodes.extend(all_call_nodes(sub))
     return nodes
 
 
-__all__ = ["GraphLowerer", "describe_target", "kernel_name", "qualified_names"]
+__all__ = [
+    "GraphLowerer",
+    "all_call_nodes",
+    "describe_target",
+    "is_lowerable",
+    "kernel_name",
+    "qualified_names",
+]

@@ -109,7 +109,7 @@ def _lower_call(kernel: Any, ctx: LoweringContext, node: fx.Node) -> Value | lis
         kernel_args=kernel_args,
         threads_per_grid=_dispatch_sizes(kernel, ctx, "threads_per_grid", grid),
         threads_per_thread_group=_dispatch_sizes(kernel, ctx, "threads_per_thread_group", group),
-        result_shapes=[ctx.shape_tensor(list(shape)) for shape in shapes],
+        result_shapes=[_size_value(ctx.shape_tensor(list(shape))) for shape in shapes],
         kernel_source=source,
         kernel_name=entry,
     )
@@ -169,4 +169,9 @@ def _dispatch_sizes(kernel: Any, ctx: LoweringContext, what: str, sizes: Any) ->
     sizes = list(sizes)
     if len(sizes) != 3:
         raise ValueError(f"kernel {kernel.name!r}: {what} has {len(sizes)} entries, expected 3")
-    return ctx.shape_tensor(sizes)
+    return _size_value(ctx.shape_tensor(sizes))
+
+
+def _size_value(sizes: np.ndarray | Value) -> Value:
+    """The generated ``metal4_kernel`` builder takes built values only."""
+    return sizes if isinstance(sizes, Value) else coreai.constant(sizes)

@@ -140,7 +140,8 @@ class LoweringContext:
         if isinstance(arg, bool | int | float):
             return self.constant(arg, dtype or _python_dtype(arg))
         if isinstance(arg, list | tuple):
-            return self.shape_tensor(arg, unsigned=False)
+            sizes = self.shape_tensor(arg, unsigned=False)
+            return sizes if isinstance(sizes, Value) else coreai.constant(sizes)
         if isinstance(arg, torch.Tensor):
             return self.constant(arg, dtype or arg.dtype)
         raise TypeError(f"cannot turn argument {arg!r} ({type(arg).__name__}) into a Core AI value")
@@ -234,17 +235,24 @@ class LoweringContext:
     def is_static(self, sizes: Iterable[Any]) -> bool:
         return all(isinstance(s, int) and not isinstance(s, bool) for s in sizes)
 
-    def shape_tensor(self, sizes: Sequence[Any], unsigned: bool = True) -> Value:
-        """A 1-D size vector (ui32, or si32) from ints, SymInts and FX nodes."""
+    def shape_tensor(self, sizes: Sequence[Any], unsigned: bool = True) -> np.ndarray | Value:
+        """A 1-D size vector (ui32, or si32) from ints, SymInts and FX nodes.
+
+        Static sizes give a numpy array, to pass straight to an op builder:
+        the builder makes the constant in the element type the op needs and
+        reads the sizes to infer a static result type. (Given an already-built
+        constant, ``broadcast_to`` and any builder that must cast it first
+        infer fully dynamic results.) Symbolic sizes give a computed value.
+        """
         np_type = np.uint32 if unsigned else np.int32
         if self.is_static(sizes):
-            return coreai.constant(np.array(list(sizes), dtype=np_type))
+            return np.array([int(s) for s in sizes], dtype=np_type)
         pieces = [coreai.expand_dims(self.scalar(s), np.array([0], dtype=np.int32)) for s in sizes]
         vector = pieces[0] if len(pieces) == 1 else coreai.concat(np.int32(0), pieces)
         return coreai.cast(vector, np_type) if unsigned else vector
 
-    def shape_of(self, arg: Any) -> Value:
-        """The shape of a tensor argument as a 1-D ui32 value (static when possible)."""
+    def shape_of(self, arg: Any) -> np.ndarray | Value:
+        """The shape of a tensor argument as a ui32 size vector (see :meth:`shape_tensor`)."""
         val = self.fake(arg)
         return self.shape_tensor(list(val.shape))
 

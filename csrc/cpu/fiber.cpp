@@ -3,11 +3,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <c10/util/Exception.h>
-
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <string>
+#include <system_error>
 
 // COREAI_FIBER_FORCE_UCONTEXT builds the fallback on x86-64 and aarch64 too,
 // so that it can be tested there.
@@ -117,11 +118,19 @@ FiberStack::FiberStack(size_t usable_bytes) {
   flags |= MAP_NORESERVE;
 #endif
   base_ = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, flags, -1, 0);
-  TORCH_CHECK(base_ != MAP_FAILED, "coreai_torch CPU backend: cannot map a ", mapped_,
-              "-byte fiber stack: ", std::strerror(errno));
-  TORCH_CHECK(mprotect(base_, guard_, PROT_NONE) == 0,
-              "coreai_torch CPU backend: cannot protect a fiber stack's guard page: ",
-              std::strerror(errno));
+  if (base_ == MAP_FAILED) {
+    base_ = nullptr;
+    throw std::system_error(errno, std::generic_category(),
+                            "coreai_torch CPU backend: cannot map a " + std::to_string(mapped_) +
+                                "-byte fiber stack");
+  }
+  if (mprotect(base_, guard_, PROT_NONE) != 0) {
+    const int error = errno;
+    munmap(base_, mapped_);
+    base_ = nullptr;
+    throw std::system_error(error, std::generic_category(),
+                            "coreai_torch CPU backend: cannot protect a fiber stack's guard page");
+  }
 }
 
 FiberStack::~FiberStack() {
@@ -157,7 +166,9 @@ void fiber_prepare(FiberContext& ctx, const FiberStack& stack, FiberEntry entry,
   ctx.sp = frame;
 }
 
-void fiber_switch(FiberContext& from, const FiberContext& to) { coreai_fiber_switch(&from.sp, to.sp); }
+void fiber_switch(FiberContext& from, const FiberContext& to) {
+  coreai_fiber_switch(&from.sp, to.sp);
+}
 
 #else  // COREAI_FIBER_UCONTEXT
 

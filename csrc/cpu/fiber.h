@@ -5,6 +5,9 @@
 // the machines we test on, against about 300 ns for swapcontext, which also
 // saves the signal mask with a system call). Other architectures fall back to
 // ucontext.
+//
+// Depends on nothing but the C++ and POSIX libraries, so that tests can build
+// it on its own (with COREAI_FIBER_FORCE_UCONTEXT to test the fallback).
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,6 @@
 #include "cpu/group_runner.h"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -120,6 +121,13 @@ void GroupRunner::wait() {
   current_ = static_cast<uint32_t>(next);
   fiber_switch(threads_[me].context, threads_[current_].context);
   current_ = me;  // resumed: whoever switched back to this fiber set it too
+}
+
+void GroupRunner::current_position(uint32_t out[3]) const {
+  const coreai_cpu_thread& t = threads_[current_].info;
+  for (int d = 0; d < 3; ++d) {
+    out[d] = group_->position[d] * group_->dispatch_size[d] + t.position[d];
+  }
 }
 
 void GroupRunner::release_barrier() {

@@ -33,6 +33,8 @@ class GroupRunner {
 
   // Called from kernel code through the coreai_cpu_runtime table.
   void threadgroup_barrier();
+  // thread_position_in_grid of the running fiber.
+  void current_position(uint32_t out[3]) const;
   coreai_cpu_simd_view simd_exchange(const void* value, uint32_t size);
 
  private:

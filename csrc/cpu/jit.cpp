@@ -85,8 +85,9 @@ const std::string& headers_digest(const std::string& msl_dir) {
 
 bool is_identifier(const std::string& s) {
   if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
 }
 
 // The C-linkage functions the launcher looks up (see cpu_abi.h).
@@ -100,6 +101,12 @@ std::string entry_shim(const KernelRecord& record) {
     << "[[gnu::always_inline]] inline void coreai_call(void* const* a, const coreai_cpu_group& g, "
        "const coreai_cpu_thread& t) {\n"
     << "  (void)g; (void)t;\n"
+    << "#ifdef COREAI_MSL_DEBUG\n"
+    << "  const coreai::attr_value p = coreai::attr_thread_position_in_grid(g, t);\n"
+    << "  coreai::g_debug_thread_position[0] = p.x;\n"
+    << "  coreai::g_debug_thread_position[1] = p.y;\n"
+    << "  coreai::g_debug_thread_position[2] = p.z;\n"
+    << "#endif\n"
     << "  metal::" << record.entry << "(";
   for (size_t i = 0; i < buffers; ++i) {
     s << (i ? ", " : "") << "coreai::bind_arg<coreai::param_t<coreai_entry_type, " << i
@@ -316,6 +323,18 @@ std::string cache_directory() {
     }
   }
   make_private_directories(dir);
+  // Libraries in this directory are loaded into the process: one that another
+  // user can write to could hand us arbitrary code.
+  struct stat st;
+  TORCH_CHECK(stat(dir.c_str(), &st) == 0, "coreai_torch CPU backend: cannot stat ", dir, ": ",
+              std::strerror(errno));
+  char mode[8];
+  std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  TORCH_CHECK(st.st_uid == geteuid() && (st.st_mode & 0022) == 0,
+              "coreai_torch CPU backend: the kernel cache directory ", dir,
+              " is owned by another user or writable by others (mode ", mode,
+              "), so compiled kernels loaded from it could have been replaced. Run `chmod 700 ",
+              dir, "` or set COREAI_TORCH_CACHE_DIR to a private directory.");
   return dir;
 }
 

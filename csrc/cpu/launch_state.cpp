@@ -35,7 +35,7 @@ std::string LaunchState::tensor_name(const void* base) const {
 }
 
 void LaunchState::out_of_bounds(const void* base, uint32_t rank, const int64_t* index,
-                                const int32_t* extents) {
+                                const int32_t* extents, const uint32_t* thread_position) {
   if (failed()) {  // only the first is described; count the rest cheaply
     std::lock_guard<std::mutex> lock(mutex_);
     ++more_;
@@ -49,7 +49,8 @@ void LaunchState::out_of_bounds(const void* base, uint32_t rank, const int64_t* 
   for (uint32_t d = 0; d < rank; ++d) msg << (d ? ", " : "") << extents[d];
   msg << "] (Metal order: dimension 0 is the last torch dimension, so the torch shape is [";
   for (uint32_t d = rank; d-- > 0;) msg << extents[d] << (d ? ", " : "");
-  msg << "]). The access was skipped.";
+  msg << "]), by the thread at thread_position_in_grid (" << thread_position[0] << ", "
+      << thread_position[1] << ", " << thread_position[2] << "). The access was skipped.";
   fail(msg.str());
 }
 

@@ -27,7 +27,8 @@ class LaunchState {
   std::string report() const;
 
   // Debug mode: a tensor view was indexed outside its extents.
-  void out_of_bounds(const void* base, uint32_t rank, const int64_t* index, const int32_t* extents);
+  void out_of_bounds(const void* base, uint32_t rank, const int64_t* index, const int32_t* extents,
+                     const uint32_t* thread_position);
 
   // The launch whose threads the calling OS thread is running (nullptr if none).
   static LaunchState* current();

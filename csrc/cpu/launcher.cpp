@@ -53,10 +53,13 @@ coreai_cpu_simd_view rt_simd_exchange(const void* value, uint32_t size) {
 }
 
 void rt_report_out_of_bounds(const void* base, uint32_t rank, const int64_t* index,
-                             const int32_t* extents) {
-  if (LaunchState* state = LaunchState::current()) {
-    state->out_of_bounds(base, rank, index, extents);
-  }
+                             const int32_t* extents, const uint32_t* thread_position) {
+  LaunchState* state = LaunchState::current();
+  if (state == nullptr) return;
+  uint32_t position[3] = {thread_position[0], thread_position[1], thread_position[2]};
+  // Fibers share the OS thread's copy of the kernel's last position.
+  if (GroupRunner* runner = GroupRunner::active()) runner->current_position(position);
+  state->out_of_bounds(base, rank, index, extents, position);
 }
 
 // ---- dispatch ------------------------------------------------------------

@@ -79,7 +79,9 @@ std::vector<Token> tokenize(std::string_view s, bool with_directives) {
   return tokens;
 }
 
-std::string_view text(std::string_view s, const Token& t) { return s.substr(t.begin, t.end - t.begin); }
+std::string_view text(std::string_view s, const Token& t) {
+  return s.substr(t.begin, t.end - t.begin);
+}
 
 enum class Qualified { Storage, PointerOrReference, Unknown };
 

@@ -273,6 +273,7 @@ CASES: dict[str, tuple[Callable, list[torch.Tensor], dict]] = {
     ),
     "avg_pool2d_divisor": (lambda x: F.avg_pool2d(x, 2, divisor_override=3), [X4], FP32),
     "adaptive_avg_pool2d_1": (lambda x: F.adaptive_avg_pool2d(x, 1), [X4], FP32),
+    "adaptive_avg_pool2d_unbatched": (lambda x: F.adaptive_avg_pool2d(x[0], (2, 3)), [X4], FP32),
     "adaptive_avg_pool2d_uneven": (lambda x: F.adaptive_avg_pool2d(x, (3, 4)), [X4], FP32),
     "adaptive_avg_pool2d_even": (lambda x: F.adaptive_avg_pool2d(x, (7, 3)), [X4], FP32),
     # attention
@@ -350,6 +351,26 @@ CASES: dict[str, tuple[Callable, list[torch.Tensor], dict]] = {
     "triu": (lambda x: x.triu(1), [X4], EXACT),
     "tril": (lambda x: x.tril(-1), [X4], EXACT),
     "tril_int": (lambda x: x.tril(), [_randint(5, 5, 6)], EXACT),
+    # diff: exact for integers; one float32 subtraction per element otherwise.
+    "diff": (torch.diff, [X3], FP32),
+    "diff_dim0_twice": (lambda x: torch.diff(x, n=2, dim=0), [_randn(5, 3)], FP32),
+    "diff_prepend_append": (
+        lambda x, p, a: torch.diff(x, dim=1, prepend=p, append=a),
+        [X3, _randn(2, 1, 8, seed=1), _randn(2, 3, 8, seed=2)],
+        FP32,
+    ),
+    "diff_int": (lambda i: torch.diff(i, n=3), [_randint(50, 2, 9)], EXACT),
+    "diff_bool": (lambda x: torch.diff(x > 0), [X3], EXACT),
+    # Dropout in inference is the identity.
+    "dropout_eval": (lambda x: F.dropout(x, 0.3, training=False) * 2, [X3], EXACT),
+    "dropout_training_p0": (lambda x: F.dropout(x, 0.0, training=True), [X3], EXACT),
+    "dropout1d_eval": (lambda x: F.dropout1d(x, 0.3, training=False), [X3], EXACT),
+    "alpha_dropout_eval": (lambda x: F.alpha_dropout(x, 0.3, training=False), [X3], EXACT),
+    "feature_alpha_dropout_eval": (
+        lambda x: F.feature_alpha_dropout(x, 0.3, training=False),
+        [X4],
+        EXACT,
+    ),
 }
 
 
@@ -400,6 +421,13 @@ DYNAMIC_CASES: dict[str, tuple[Callable, list[torch.Tensor], tuple, list[list[to
         [_randn(1, 2, 6, 8)],
         ({2: Dim("h", min=2, max=32), 3: Dim("w", min=2, max=32)},),
         [[_randn(1, 2, h, w, seed=h)] for h, w in ((4, 4), (7, 9))],
+    ),
+    "diff_seq": (
+        lambda x: torch.diff(x, n=2, dim=1),
+        [_randn(2, 5)],
+        # torch.export guards that the second difference is not of length 1.
+        ({1: Dim("length", min=4, max=64)},),
+        [[_randn(2, n, seed=n)] for n in (4, 13)],
     ),
     "cumsum_seq": (
         lambda x: x.cumsum(1),
@@ -458,3 +486,15 @@ def test_attention_dropout_is_refused() -> None:
         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, dropout_p=0.5), inputs
     )
     assert "dropout_p=0.5" in message
+
+
+def test_training_dropout_is_refused() -> None:
+    message = _conversion_error(lambda x: F.dropout(x, 0.25, training=True), [X3])
+    assert "train=True with p=0.25" in message
+    assert "model.eval()" in message
+
+
+def test_training_batch_norm_is_refused() -> None:
+    stats = [torch.zeros(5), torch.ones(5)]
+    message = _conversion_error(lambda x, m, v: F.batch_norm(x, m, v, training=True), [X3, *stats])
+    assert "training=True" in message

@@ -45,6 +45,8 @@ REDUCTIONS = {
     "var_correction": lambda x: torch.var(x, (0, 2), correction=2),
     "std": lambda x: x.std(1),
     "std_all": lambda x: x.std(),
+    "std_biased": lambda x: x.std(-1, unbiased=False, keepdim=True),
+    "std_correction": lambda x: x.std((0, 1), correction=0),
     "any": lambda x: (x > 1).any(1),
     "all": lambda x: (x > -2).all(),
     "any_float": lambda x: x.any(2),

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
 import coreai_torch._C  # noqa: F401  (registers torch.ops.coreai_torch)
+import torch
 
 METAL_TYPE = {
     torch.float32: "float",

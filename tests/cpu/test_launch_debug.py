@@ -14,7 +14,7 @@ def test_out_of_bounds_read_names_the_tensor_index_and_extents() -> None:
     k = kernel("oob_read", [Tensor("x")], [Tensor("out")], "out[id] = x[id + 1];", GID, debug=True)
     pattern = (
         r"kernel 'oob_read': out-of-bounds access to tensor 'x': index \[8\] is outside its "
-        r"extents \[8\]"
+        r"extents \[8\] .*by the thread at thread_position_in_grid \(7, 0, 0\)"
     )
     with pytest.raises(RuntimeError, match=pattern):
         k(torch.ones(8), grid=(8, 1, 1), group=(4, 1, 1), shapes=[[8]])
@@ -32,7 +32,8 @@ def test_out_of_bounds_write_in_two_dimensions() -> None:
     # torch [3, 5]: Metal extents [5, 3]; the row gid.y = 2 writes to Metal index [x, 3].
     pattern = (
         r"tensor 'out': index \[0, 3\] is outside its extents \[5, 3\] \(Metal order: .* torch "
-        r"shape is \[3, 5\]\)\. The access was skipped\. \(and 4 more"
+        r"shape is \[3, 5\]\), by the thread at thread_position_in_grid \(0, 2, 0\)\. The access "
+        r"was skipped\. \(and 4 more"
     )
     with pytest.raises(RuntimeError, match=pattern):
         k(torch.ones(3, 5), grid=(5, 3, 1), group=(8, 1, 1), shapes=[[3, 5]])
@@ -52,7 +53,11 @@ def test_out_of_bounds_in_fiber_mode() -> None:
         [*GID, ("lid", "uint", "thread_index_in_threadgroup")],
         debug=True,
     )
-    with pytest.raises(RuntimeError, match=r"tensor 'x': index \[16\] is outside its extents \[16\]"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"tensor 'x': index \[(?P<i>\d+)\] is outside its extents \[16\].*position_in_grid "
+        r"\((8|9|1[0-5]), 0, 0\)",
+    ):
         k(torch.ones(16), grid=(16, 1, 1), group=(16, 1, 1), shapes=[[16]])
 
 

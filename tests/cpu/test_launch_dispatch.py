@@ -43,9 +43,9 @@ def _attribute_kernel():
     lines = ["const uint t = gid.x + gid.y * tpg.x + gid.z * tpg.x * tpg.y;", "uint c = 0;"]
     for name, _, _, width in ATTRIBUTES:
         if width == 1:
-            lines.append(f"out[t, c++] = uint({name});")
+            lines.append(f"out[c++, t] = uint({name});")
         else:
-            lines += [f"out[t, c++] = uint({name}[{i}]);" for i in range(width)]
+            lines += [f"out[c++, t] = uint({name}[{i}]);" for i in range(width)]
     return kernel(
         "attributes",
         [],
@@ -63,8 +63,8 @@ def _expected_attributes(grid, group):
         size = [min(group[d], grid[d] - tg[d] * group[d]) for d in range(3)]
         count = size[0] * size[1] * size[2]
         dispatch_count = group[0] * group[1] * group[2]
-        index = 0
-        for lz, ly, lx in itertools.product(range(size[2]), range(size[1]), range(size[0])):
+        threads = itertools.product(range(size[2]), range(size[1]), range(size[0]))
+        for index, (lz, ly, lx) in enumerate(threads):
             gid = [tg[d] * group[d] + (lx, ly, lz)[d] for d in range(3)]
             values = {
                 "gid": gid,
@@ -92,7 +92,6 @@ def _expected_attributes(grid, group):
             }
             t = gid[0] + gid[1] * grid[0] + gid[2] * grid[0] * grid[1]
             rows[t] = [v for name, *_ in ATTRIBUTES for v in values[name]]
-            index += 1
     return torch.tensor([rows[t] for t in range(len(rows))], dtype=torch.int32)
 
 
@@ -199,7 +198,9 @@ def test_every_dtype_round_trips() -> None:
 
 
 def test_results_are_contiguous_with_the_requested_shapes() -> None:
-    (out,) = HITS(torch.zeros(1, 1, 1, dtype=I32), grid=(1, 1, 1), group=(1, 1, 1), shapes=[[2, 3, 5]])
+    (out,) = HITS(
+        torch.zeros(1, 1, 1, dtype=I32), grid=(1, 1, 1), group=(1, 1, 1), shapes=[[2, 3, 5]]
+    )
     assert out.shape == (2, 3, 5) and out.is_contiguous() and out.dtype == F32
 
 
@@ -207,13 +208,22 @@ def test_results_are_contiguous_with_the_requested_shapes() -> None:
 
 
 def test_identical_registrations_share_a_handle() -> None:
-    args = ("same", HITS.source, "hits_0123456789", "t", ["hits", "out"], ["thread_position_in_grid"])
+    args = (
+        "hits",
+        HITS.source,
+        "hits_0123456789",
+        "t",
+        ["hits", "out"],
+        ["thread_position_in_grid"],
+    )
     assert torch.ops.coreai_torch.register_kernel(*args, 0) == HITS.handle
     assert torch.ops.coreai_torch.register_kernel(*args, 1) != HITS.handle  # debug differs
 
 
 def test_unknown_thread_attribute_is_a_registration_error() -> None:
-    with pytest.raises(RuntimeError, match=r"kernel 'k'.*entry 1.*unknown thread attribute 'thread_id'"):
+    with pytest.raises(
+        RuntimeError, match=r"kernel 'k'.*entry 1.*unknown thread attribute 'thread_id'"
+    ):
         torch.ops.coreai_torch.register_kernel(
             "k", "", "k_0", "", [], ["thread_position_in_grid", "thread_id"], 0
         )
@@ -249,18 +259,58 @@ BINDING_CHECK = kernel(
 @pytest.mark.parametrize(
     ("call", "error", "pattern"),
     [
-        (lambda: _launch([], [1]), RuntimeError, r"kernel 'checked': expected 1 tensor inputs \('x'\), got 0"),
+        (
+            lambda: _launch([], [1]),
+            RuntimeError,
+            r"kernel 'checked': expected 1 tensor inputs \('x'\), got 0",
+        ),
         (lambda: _launch([torch.ones(4)], []), RuntimeError, "expected 1 scalar inputs, got 0"),
-        (lambda: _launch([torch.ones(4)], [1.5]), RuntimeError, "scalar input 1 is an int parameter"),
-        (lambda: _launch([torch.ones(4)], [2**31]), RuntimeError, "does not fit Metal's 32-bit int"),
-        (lambda: _launch([torch.ones(4)], [1], grid=(4, 1)), RuntimeError, "threads_per_grid must have 3 entries"),
-        (lambda: _launch([torch.ones(4)], [1], group=(4, 0, 1)), RuntimeError, "threads_per_thread_group entries"),
-        (lambda: _launch([torch.ones(4)], [1], group=(64, 32, 1)), RuntimeError, "2048 threads; a Metal threadgroup holds at most 1024"),
-        (lambda: _launch([torch.ones(4, dtype=torch.float64)], [1]), TypeError, "input 'x' has dtype Double"),
-        (lambda: _launch([torch.ones(4)], [1], dtypes=(torch.complex64,)), TypeError, "result 'out' has dtype ComplexFloat"),
-        (lambda: _launch([torch.ones(4)], [1], shapes=((4,), (2,))), RuntimeError, "a rank and a dtype for each of the 1 results"),
+        (
+            lambda: _launch([torch.ones(4)], [1.5]),
+            RuntimeError,
+            "scalar input 1 is an int parameter",
+        ),
+        (
+            lambda: _launch([torch.ones(4)], [2**31]),
+            RuntimeError,
+            "does not fit Metal's 32-bit int",
+        ),
+        (
+            lambda: _launch([torch.ones(4)], [1], grid=(4, 1)),
+            RuntimeError,
+            "threads_per_grid must have 3 entries",
+        ),
+        (
+            lambda: _launch([torch.ones(4)], [1], group=(4, 0, 1)),
+            RuntimeError,
+            "threads_per_thread_group entries",
+        ),
+        (
+            lambda: _launch([torch.ones(4)], [1], group=(64, 32, 1)),
+            RuntimeError,
+            "2048 threads; a Metal threadgroup holds at most 1024",
+        ),
+        (
+            lambda: _launch([torch.ones(4, dtype=torch.float64)], [1]),
+            TypeError,
+            "input 'x' has dtype Double",
+        ),
+        (
+            lambda: _launch([torch.ones(4)], [1], dtypes=(torch.complex64,)),
+            TypeError,
+            "result 'out' has dtype ComplexFloat",
+        ),
+        (
+            lambda: _launch([torch.ones(4)], [1], shapes=((4,), (2,))),
+            RuntimeError,
+            "a rank and a dtype for each of the 1 results",
+        ),
         (lambda: _launch([torch.ones(4)], [1], shapes=((-1,),)), RuntimeError, "negative size"),
-        (lambda: torch.ops.coreai_torch.launch(12345, [], [], [1, 1, 1], [1, 1, 1], [], [], []), RuntimeError, "unknown kernel handle 12345"),
+        (
+            lambda: torch.ops.coreai_torch.launch(12345, [], [], [1, 1, 1], [1, 1, 1], [], [], []),
+            RuntimeError,
+            "unknown kernel handle 12345",
+        ),
     ],
 )
 def test_launch_validation(call, error, pattern) -> None:
@@ -277,11 +327,19 @@ def test_tensors_on_two_devices_are_refused() -> None:
         [("id", "uint", "thread_position_in_grid")],
     )
     with pytest.raises(RuntimeError, match="one device; input 'b' is on meta but 'a' is on cpu"):
-        k(torch.ones(4), torch.ones(4, device="meta"), grid=(4, 1, 1), group=(4, 1, 1), shapes=[[4]])
+        k(
+            torch.ones(4),
+            torch.ones(4, device="meta"),
+            grid=(4, 1, 1),
+            group=(4, 1, 1),
+            shapes=[[4]],
+        )
 
 
 def test_meta_launch_only_allocates() -> None:
     before = torch.ops.coreai_torch.cpu_compile_count()
-    (out,) = BINDING_CHECK(torch.ones(4, device="meta"), 3, grid=(4, 1, 1), group=(4, 1, 1), shapes=[[2, 6]])
+    (out,) = BINDING_CHECK(
+        torch.ones(4, device="meta"), 3, grid=(4, 1, 1), group=(4, 1, 1), shapes=[[2, 6]]
+    )
     assert out.device.type == "meta" and out.shape == (2, 6) and out.dtype == F32
     assert torch.ops.coreai_torch.cpu_compile_count() == before

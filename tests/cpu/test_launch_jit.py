@@ -10,11 +10,10 @@ import textwrap
 import uuid
 from pathlib import Path
 
+import coreai_torch._C as C
 import pytest
 import torch
 from cpu_launch_helpers import Tensor, kernel
-
-import coreai_torch._C as C
 
 GID = [("id", "uint", "thread_position_in_grid")]
 HERE = Path(__file__).parent
@@ -92,7 +91,9 @@ def test_compile_error_in_helper_source() -> None:
         GID,
         helper="// a helper\ninline float twice(float v) { return 2.0f * v }",
     )
-    with pytest.raises(RuntimeError, match=r"MetalCompileError: kernel 'broken_helper'(.|\n)*helper_src:2:"):
+    with pytest.raises(
+        RuntimeError, match=r"MetalCompileError: kernel 'broken_helper'(.|\n)*helper_src:2:"
+    ):
         k(torch.ones(4), grid=(4, 1, 1), group=(4, 1, 1), shapes=[[4]])
     # The failure is remembered: no second compile.
     count = torch.ops.coreai_torch.cpu_compile_count()
@@ -109,7 +110,9 @@ def test_metal_performance_primitives_are_refused_with_a_reason() -> None:
         "constexpr auto desc = matmul2d_descriptor(16, 16, 16);\nout[id] = x[id];",
         GID,
     )
-    with pytest.raises(RuntimeError, match="MetalPerformancePrimitives is not supported by the CPU backend"):
+    with pytest.raises(
+        RuntimeError, match="MetalPerformancePrimitives is not supported by the CPU backend"
+    ):
         k(torch.ones(4), grid=(4, 1, 1), group=(4, 1, 1), shapes=[[4]])
 
 
@@ -128,8 +131,12 @@ def test_compile_error_through_torch_metal_kernel() -> None:
         metal_params=[MetalParameter("id", "uint", "thread_position_in_grid")],
     )
     with pytest.raises(MetalCompileError, match=r"tmk_broken(.|\n)*src:1:"):
-        k(torch.ones(4), threads_per_grid=(4, 1, 1), threads_per_thread_group=(4, 1, 1),
-          result_shapes=[[4]])
+        k(
+            torch.ones(4),
+            threads_per_grid=(4, 1, 1),
+            threads_per_thread_group=(4, 1, 1),
+            result_shapes=[[4]],
+        )
 
 
 # ---- tensor views ----------------------------------------------------------------------
@@ -205,8 +212,11 @@ def _child(cache: Path, tag: str, **env: str) -> subprocess.Popen:
     environment = {**os.environ, "COREAI_TORCH_CACHE_DIR": str(cache), **env}
     code = CHILD.format(here=str(HERE), tag=tag)
     return subprocess.Popen(
-        [sys.executable, "-c", code], env=environment, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-c", code],
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -267,6 +277,7 @@ def test_missing_compiler_says_how_to_install_one(tmp_path: Path) -> None:
     assert "apt-get install clang-19" in p.stderr and "xcode-select --install" in p.stderr
 
 
+@pytest.mark.skipif(sys.platform == "darwin", reason="g++ is Apple clang on macOS")
 def test_a_gcc_is_not_taken_for_clang(tmp_path: Path) -> None:
     p = _child(tmp_path, "gcc", COREAI_TORCH_CXX="g++")
     _, err = p.communicate(timeout=120)
@@ -278,14 +289,41 @@ def test_a_gcc_is_not_taken_for_clang(tmp_path: Path) -> None:
 
 def test_every_msl_header_compiles_on_its_own() -> None:
     msl = Path(C._msl_directory())
-    headers = ["coreai_msl_cpu.h", "metal_stdlib", "metal_tensor",
-               "MetalPerformancePrimitives/MetalPerformancePrimitives.h"]
-    headers += [f"coreai_msl/{name}.h" for name in ("core", "cpu_abi", "entry", "runtime", "sync", "tensor")]
-    flags = ["-std=c++23", "-fsyntax-only", "-Xclang", "-ffloat16-excess-precision=none", "-I", str(msl)]
+    headers = [
+        "coreai_msl_cpu.h",
+        "metal_stdlib",
+        "metal_tensor",
+        "MetalPerformancePrimitives/MetalPerformancePrimitives.h",
+    ]
+    headers += [
+        f"coreai_msl/{name}.h" for name in ("core", "cpu_abi", "entry", "runtime", "sync", "tensor")
+    ]
+    flags = [
+        "-std=c++23",
+        "-fsyntax-only",
+        "-Xclang",
+        "-ffloat16-excess-precision=none",
+        "-I",
+        str(msl),
+    ]
     for header in headers:
         source = f"#include <coreai_msl_cpu.h>\n#include <{header}>\n"
         if header.startswith("coreai_msl/") or header == "coreai_msl_cpu.h":
             source = f"#include <{header}>\n"
-        p = subprocess.run(["clang++-19", *flags, "-x", "c++", "-"], input=source,
-                           capture_output=True, text=True)
+        p = subprocess.run(
+            [C._cpu_compiler(), *flags, "-x", "c++", "-"],
+            input=source,
+            capture_output=True,
+            text=True,
+        )
         assert p.returncode == 0, (header, p.stderr)
+
+
+def test_a_cache_directory_others_can_write_is_refused(tmp_path: Path) -> None:
+    cache = tmp_path / "shared"
+    cache.mkdir(mode=0o777)
+    cache.chmod(0o777)
+    p = _child(cache, "shared cache")
+    _, err = p.communicate(timeout=120)
+    assert p.returncode != 0
+    assert "writable by others (mode 0777)" in err and "chmod 700" in err

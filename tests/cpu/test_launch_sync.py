@@ -32,7 +32,10 @@ MATMUL = kernel(
     }}
     if (row < M && col < N) C[col, row] = acc;
     """,
-    [("gid", "uint2", "thread_position_in_grid"), ("lid", "uint2", "thread_position_in_threadgroup")],
+    [
+        ("gid", "uint2", "thread_position_in_grid"),
+        ("lid", "uint2", "thread_position_in_threadgroup"),
+    ],
 )
 
 
@@ -181,6 +184,10 @@ SIMD_FUNCTIONS = [
     "float(simd_and(int(v * 4.0f) + 16))",
     "float(simd_or(int(v * 4.0f) + 16))",
     "float(simd_xor(int(v * 4.0f) + 16))",
+    "simd_shuffle_and_fill_up(v, -v, 3)",
+    "simd_shuffle_and_fill_down(v, -v, 5)",
+    "simd_shuffle_and_fill_up(v, -v, 3, 8)",
+    "simd_shuffle_and_fill_down(v, -v, 2, 8)",
     "simd_sum(float2(v, 2.0f * v)).y",
     "simd_max(float4(v, -v, 1.0f, 0.0f)).y",
 ]
@@ -210,6 +217,17 @@ def simd_reference(name: str, values: list[float], lane: int) -> float:
     def get(src: int) -> float:
         return values[src] if 0 <= src < n else v
 
+    def fill(src: int) -> float:  # filling_data is -v; a missing lane gives own data
+        return -values[src] if 0 <= src < n else v
+
+    def fill_up(delta: int, modulo: int) -> float:
+        base, j = lane - lane % modulo, lane % modulo
+        return get(base + j - delta) if j >= delta else fill(base + modulo - delta + j)
+
+    def fill_down(delta: int, modulo: int) -> float:
+        base, j = lane - lane % modulo, lane % modulo
+        return get(base + j + delta) if j + delta < modulo else fill(base + j + delta - modulo)
+
     ints = [int(np.float32(x) * np.float32(4.0)) + 16 for x in values]
     ballot = sum(1 << i for i, x in enumerate(values) if x > 0)
     table = {
@@ -218,9 +236,7 @@ def simd_reference(name: str, values: list[float], lane: int) -> float:
         "simd_min(v)": lambda: min(values),
         "simd_max(v)": lambda: max(values),
         "simd_prefix_inclusive_sum(v)": lambda: float(np.cumsum(np.float32(values))[lane]),
-        "simd_prefix_exclusive_sum(v)": lambda: float(
-            np.cumsum(np.float32([0, *values]))[lane]
-        ),
+        "simd_prefix_exclusive_sum(v)": lambda: float(np.cumsum(np.float32([0, *values]))[lane]),
         "simd_prefix_inclusive_product(v)": lambda: float(np.cumprod(np.float32(values))[lane]),
         "simd_prefix_exclusive_product(v)": lambda: float(
             np.cumprod(np.float32([1, *values]))[lane]
@@ -241,6 +257,10 @@ def simd_reference(name: str, values: list[float], lane: int) -> float:
         "float(simd_and(int(v * 4.0f) + 16))": lambda: float(np.bitwise_and.reduce(ints)),
         "float(simd_or(int(v * 4.0f) + 16))": lambda: float(np.bitwise_or.reduce(ints)),
         "float(simd_xor(int(v * 4.0f) + 16))": lambda: float(np.bitwise_xor.reduce(ints)),
+        "simd_shuffle_and_fill_up(v, -v, 3)": lambda: fill_up(3, 32),
+        "simd_shuffle_and_fill_down(v, -v, 5)": lambda: fill_down(5, 32),
+        "simd_shuffle_and_fill_up(v, -v, 3, 8)": lambda: fill_up(3, 8),
+        "simd_shuffle_and_fill_down(v, -v, 2, 8)": lambda: fill_down(2, 8),
         "simd_sum(float2(v, 2.0f * v)).y": lambda: tree(lambda a, b: a + b) * 2,
         "simd_max(float4(v, -v, 1.0f, 0.0f)).y": lambda: -min(values),
     }
@@ -270,7 +290,9 @@ def test_every_simd_function_against_hand_computed_values(threads: int) -> None:
     # compare bit for bit with the reference (which also follows the tree order).
     x = torch.randint(-12, 13, (threads,), generator=g).to(F32) / 4
     x[x == 0] = 0.25
-    (out,) = SIMD(x, grid=(threads, 1, 1), group=(threads, 1, 1), shapes=[[threads, len(SIMD_FUNCTIONS)]])
+    (out,) = SIMD(
+        x, grid=(threads, 1, 1), group=(threads, 1, 1), shapes=[[threads, len(SIMD_FUNCTIONS)]]
+    )
     for s in range(0, threads, 32):
         values = x[s : s + 32].tolist()
         for lane in range(len(values)):
@@ -311,6 +333,8 @@ QUAD_FUNCTIONS = [
     "float(quad_any(v > 2.0f))",
     "float(ushort(quad_ballot(v > 0.0f)))",
     "float(quad_or(int(v * 4.0f) + 16))",
+    "quad_shuffle_and_fill_up(v, -v, 1)",
+    "quad_shuffle_and_fill_down(v, -v, 1, 2)",
 ]
 
 
@@ -320,6 +344,20 @@ def quad_reference(name: str, quad: list[float], q: int) -> float:
 
     def get(src: int) -> float:
         return quad[src] if 0 <= src < n else v
+
+    def fill_up(delta: int, modulo: int) -> float:
+        j = q % modulo
+        src = q - j + (j - delta if j >= delta else modulo - delta + j)
+        if src >= n:
+            return v
+        return quad[src] if j >= delta else -quad[src]
+
+    def fill_down(delta: int, modulo: int) -> float:
+        j = q % modulo
+        src = q - j + (j + delta if j + delta < modulo else j + delta - modulo)
+        if src >= n:
+            return v
+        return quad[src] if j + delta < modulo else -quad[src]
 
     def tree(op):
         f = [np.float32(a) for a in quad]
@@ -350,6 +388,8 @@ def quad_reference(name: str, quad: list[float], q: int) -> float:
         "float(ushort(quad_ballot(v > 0.0f)))": lambda: float(
             sum(1 << i for i, a in enumerate(quad) if a > 0)
         ),
+        "quad_shuffle_and_fill_up(v, -v, 1)": lambda: fill_up(1, 4),
+        "quad_shuffle_and_fill_down(v, -v, 1, 2)": lambda: fill_down(1, 2),
         "float(quad_or(int(v * 4.0f) + 16))": lambda: float(
             np.bitwise_or.reduce([int(np.float32(a) * 4) + 16 for a in quad])
         ),
@@ -371,7 +411,9 @@ def test_every_quad_function_against_hand_computed_values() -> None:
     )
     g = torch.Generator().manual_seed(5)
     x = torch.randint(-12, 13, (threads,), generator=g).to(F32) / 4
-    (out,) = k(x, grid=(threads, 1, 1), group=(threads, 1, 1), shapes=[[threads, len(QUAD_FUNCTIONS)]])
+    (out,) = k(
+        x, grid=(threads, 1, 1), group=(threads, 1, 1), shapes=[[threads, len(QUAD_FUNCTIONS)]]
+    )
     for s in range(0, threads, 4):
         quad = x[s : s + 4].tolist()
         for q in range(len(quad)):
@@ -461,3 +503,17 @@ def test_synchronisation_hidden_from_the_source_scan_is_an_error() -> None:
     )
     with pytest.raises(RuntimeError, match="loop mode"):
         k(torch.ones(32), grid=(32, 1, 1), group=(32, 1, 1), shapes=[[32]])
+
+
+def test_launches_from_several_python_threads() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    g = torch.Generator().manual_seed(2)
+    pairs = [(torch.randn(40, 33, generator=g), torch.randn(33, 20, generator=g)) for _ in range(4)]
+
+    def work(pair: tuple[torch.Tensor, torch.Tensor]) -> bool:
+        a, b = pair
+        return all(torch.allclose(run_matmul(a, b), a @ b, rtol=1e-5, atol=1e-5) for _ in range(5))
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        assert all(pool.map(work, pairs))

@@ -58,25 +58,14 @@ def squeeze(value: Value, axes: Sequence[int]) -> Value:
     return coreai.shrink_dims(value, i32(list(axes)))
 
 
-def sizes_operand(ctx: LoweringContext, sizes: Sequence[Any]) -> np.ndarray | Value:
-    """A 1-D si32 size/index vector from ints and symbolic sizes.
-
-    Static vectors stay numpy arrays: the op builders read them to infer static
-    result shapes, which they cannot do through an already-built constant.
-    """
-    if ctx.is_static(sizes):
-        return i32([int(s) for s in sizes])
-    return ctx.shape_tensor(list(sizes), unsigned=False)
-
-
 def reshape(ctx: LoweringContext, value: Value, sizes: Sequence[Any]) -> Value:
     """``value`` reshaped to ``sizes`` (ints, ``-1`` or symbolic sizes)."""
-    return coreai.reshape(value, sizes_operand(ctx, sizes))
+    return coreai.reshape(value, ctx.shape_tensor(list(sizes), unsigned=False))
 
 
 def broadcast(ctx: LoweringContext, value: Value, sizes: Sequence[Any]) -> Value:
     """``value`` broadcast (numpy rules) to ``sizes``, which may be symbolic."""
-    return coreai.broadcast_to(value, sizes_operand(ctx, sizes))
+    return coreai.broadcast_to(value, ctx.shape_tensor(list(sizes)))
 
 
 def scalar(ctx: LoweringContext, number: float | int | bool, dtype: torch.dtype) -> Value:

@@ -108,15 +108,24 @@ def _bitwise(bool_op, int_op):
     return lower
 
 
-register_lowering(aten.bitwise_and.Tensor, aten.bitwise_and.Scalar)(
-    _bitwise(coreai.broadcasting_and, coreai.broadcasting_bitwise_and)
-)
-register_lowering(aten.bitwise_or.Tensor, aten.bitwise_or.Scalar)(
-    _bitwise(coreai.broadcasting_or, coreai.broadcasting_bitwise_or)
-)
-register_lowering(aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar)(
-    _bitwise(coreai.broadcasting_xor, coreai.broadcasting_bitwise_xor)
-)
+register_lowering(
+    aten.bitwise_and.Tensor,
+    aten.bitwise_and.Scalar,
+    aten.__and__.Tensor,
+    aten.__and__.Scalar,
+)(_bitwise(coreai.broadcasting_and, coreai.broadcasting_bitwise_and))
+register_lowering(
+    aten.bitwise_or.Tensor,
+    aten.bitwise_or.Scalar,
+    aten.__or__.Tensor,
+    aten.__or__.Scalar,
+)(_bitwise(coreai.broadcasting_or, coreai.broadcasting_bitwise_or))
+register_lowering(
+    aten.bitwise_xor.Tensor,
+    aten.bitwise_xor.Scalar,
+    aten.__xor__.Tensor,
+    aten.__xor__.Scalar,
+)(_bitwise(coreai.broadcasting_xor, coreai.broadcasting_bitwise_xor))
 
 
 @register_lowering(aten.bitwise_not.default)

@@ -1,4 +1,4 @@
-"""Tensor creation: arange, full, zeros, ones, the ``*_like`` ops, scalar_tensor.
+"""Tensor creation: arange, full, zeros, ones, the ``*_like`` and ``new_*`` ops, ``to``.
 
 Fills are a broadcast of one scalar, so a symbolic shape only changes the
 shape operand. Static ``arange`` results are folded to constants with torch's
@@ -39,9 +39,21 @@ def zeros(ctx: LoweringContext, node: fx.Node) -> Value:
     return _fill(ctx, 0)
 
 
-@register_lowering(aten.ones.default, aten.ones_like.default)
+@register_lowering(aten.ones.default, aten.ones_like.default, aten.new_ones.default)
 def ones(ctx: LoweringContext, node: fx.Node) -> Value:
     return _fill(ctx, 1)
+
+
+@register_lowering(aten.new_zeros.default, aten.new_empty.default)
+def new_zeros(ctx: LoweringContext, node: fx.Node) -> Value:
+    # new_empty: unspecified contents, as for empty.
+    return _fill(ctx, 0)
+
+
+@register_lowering(aten.new_full.default)
+def new_full(ctx: LoweringContext, node: fx.Node) -> Value:
+    # (self, size, fill_value): the shape and dtype come from the result.
+    return _fill(ctx, node.args[2])
 
 
 @register_lowering(aten.scalar_tensor.default)
@@ -73,8 +85,9 @@ def lift_fresh(ctx: LoweringContext, node: fx.Node) -> Value:
     return ctx.value(node.args[0])
 
 
-@register_lowering(aten._to_copy.default, aten.to.dtype)
+@register_lowering(aten._to_copy.default, aten.to.dtype, aten.to.dtype_layout, aten.to.device)
 def to_copy(ctx: LoweringContext, node: fx.Node) -> Value:
+    # A converted program has one device; only the dtype of the result matters.
     source = node.args[0]
     dtype = ctx.result_dtype()
     x = ctx.value(source)

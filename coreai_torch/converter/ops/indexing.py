@@ -17,7 +17,7 @@ from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Attribute, Value
 
 from ..registry import LoweringContext, normalize_dim, register_lowering
-from ._layout import arg, broadcast, i32, permute, rank, sizes_operand, take, unsqueeze
+from ._layout import arg, broadcast, i32, permute, rank, take, unsqueeze
 
 aten = torch.ops.aten
 
@@ -258,8 +258,8 @@ def lower_slice_scatter(ctx: LoweringContext, node: fx.Node) -> Value:
     src = ctx.value(src_arg, ctx.result_dtype())
     return coreai.slice_update(
         x,
-        sizes_operand(ctx, starts),
-        sizes_operand(ctx, ends),
+        ctx.shape_tensor(starts, unsigned=False),
+        ctx.shape_tensor(ends, unsigned=False),
         i32(strides),
         src,
     )
@@ -281,8 +281,8 @@ def lower_select_scatter(ctx: LoweringContext, node: fx.Node) -> Value:
     src = unsqueeze(ctx.value(src_arg, ctx.result_dtype()), axis)
     return coreai.slice_update(
         x,
-        sizes_operand(ctx, starts),
-        sizes_operand(ctx, ends),
+        ctx.shape_tensor(starts, unsigned=False),
+        ctx.shape_tensor(ends, unsigned=False),
         i32([1] * n),
         src,
     )

@@ -73,6 +73,14 @@ def split(ctx: LoweringContext, node: fx.Node) -> list[Value]:
     return _pieces(ctx, node, source, normalize_dim(dim, ctx.rank(source)))
 
 
+@register_lowering(aten.chunk.default)
+def chunk(ctx: LoweringContext, node: fx.Node) -> list[Value]:
+    # The number and sizes of the chunks are those of torch's results.
+    source = node.args[0]
+    dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)
+    return _pieces(ctx, node, source, normalize_dim(dim, ctx.rank(source)))
+
+
 @register_lowering(aten.unbind.int)
 def unbind(ctx: LoweringContext, node: fx.Node) -> list[Value]:
     source = node.args[0]
@@ -88,18 +96,19 @@ def _pieces_of_one(ctx: LoweringContext, source, dim: int) -> list[Value]:
     return [_slice(ctx, source, dim, i, 1, 1) for i in range(int(size))]
 
 
-@register_lowering(aten.repeat.default)
+@register_lowering(aten.repeat.default, aten.tile.default)
 def repeat(ctx: LoweringContext, node: fx.Node) -> Value:
     source, repeats = node.args
     repeats = list(repeats)
     x = ctx.value(source)
     rank = ctx.rank(source)
+    if node.target == aten.tile.default and len(repeats) < rank:
+        # tile repeats the trailing dimensions when given fewer factors.
+        repeats = [1] * (rank - len(repeats)) + repeats
     if len(repeats) > rank:
         # Leading new dimensions of size 1, then tile.
         new_axes = np.arange(len(repeats) - rank, dtype=np.int32)
         x = coreai.expand_dims(x, new_axes)
-    if not ctx.is_static(repeats):
-        return coreai.tile(x, ctx.shape_tensor(repeats))
-    if all(r == 1 for r in repeats):
+    if all(isinstance(r, int) and r == 1 for r in repeats):
         return x
-    return coreai.tile(x, np.array(repeats, dtype=np.uint32))
+    return coreai.tile(x, ctx.shape_tensor(repeats))

@@ -81,9 +81,28 @@ def lower_layer_norm(ctx: LoweringContext, node: fx.Node) -> Value:
     return _layer_norm(ctx, node, normalized, weight, bias, eps)[0]
 
 
+@register_lowering(aten.group_norm.default)
+def lower_group_norm(ctx: LoweringContext, node: fx.Node) -> Value:
+    # The undecomposed op of raw exports: (input, num_groups, weight, bias, eps, ...).
+    x_arg, groups = node.args[:2]
+    weight = arg(node, 2, "weight")
+    bias = arg(node, 3, "bias")
+    eps = arg(node, 4, "eps", 1e-5)
+    batch = ctx.fake(x_arg).shape[0]
+    return _group_norm(ctx, x_arg, weight, bias, batch, groups, eps)[0]
+
+
 @register_lowering(aten.native_group_norm.default)
 def lower_native_group_norm(ctx: LoweringContext, node: fx.Node) -> list[Value]:
     x_arg, weight, bias, batch, _channels, _hxw, groups, eps = node.args[:8]
+    normed, mean, rstd = _group_norm(ctx, x_arg, weight, bias, batch, groups, eps)
+    return [normed, ctx.cast(mean, ctx.result_dtype(1)), ctx.cast(rstd, ctx.result_dtype(2))]
+
+
+def _group_norm(
+    ctx: LoweringContext, x_arg: fx.Node, weight, bias, batch, groups: int, eps: float
+) -> list[Value]:
+    """The normalized input (input dtype) and the [N, G] mean and rstd (compute dtype)."""
     dtype = ctx.dtype(x_arg)
     compute = _compute_dtype(dtype)
     x = ctx.value(x_arg, compute)
@@ -100,11 +119,7 @@ def lower_native_group_norm(ctx: LoweringContext, node: fx.Node) -> list[Value]:
     # torch returns the statistics as [N, G].
     mean = reshape(ctx, mean, [batch, groups])
     rstd = reshape(ctx, rstd, [batch, groups])
-    return [
-        ctx.cast(normed, dtype),
-        ctx.cast(mean, ctx.result_dtype(1)),
-        ctx.cast(rstd, ctx.result_dtype(2)),
-    ]
+    return [ctx.cast(normed, dtype), mean, rstd]
 
 
 def _batch_norm_inference(
@@ -155,6 +170,20 @@ def lower_native_batch_norm(ctx: LoweringContext, node: fx.Node) -> list[Value]:
         )
     out = _batch_norm_inference(ctx, node, weight, bias, running_mean, running_var, eps)
     return [out, _empty_statistics(ctx, 1), _empty_statistics(ctx, 2)]
+
+
+@register_lowering(aten.batch_norm.default)
+def lower_batch_norm(ctx: LoweringContext, node: fx.Node) -> Value:
+    # The undecomposed op of raw exports: (input, weight, bias, running_mean,
+    # running_var, training, momentum, eps, cudnn_enabled).
+    _x, weight, bias, running_mean, running_var, training = node.args[:6]
+    eps = arg(node, 7, "eps", 1e-5)
+    if training or running_mean is None or running_var is None:
+        raise NotImplementedError(
+            f"{node.name}: batch_norm is converted for inference only (running statistics, "
+            f"training=False); got training={training}. Call model.eval() before exporting"
+        )
+    return _batch_norm_inference(ctx, node, weight, bias, running_mean, running_var, eps)
 
 
 @register_lowering(aten.rms_norm.default, keep_in_export=True)

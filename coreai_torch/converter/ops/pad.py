@@ -17,7 +17,7 @@ from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Value
 
 from ..registry import LoweringContext, register_lowering
-from ._layout import arg, i32, rank, sizes_operand, u32
+from ._layout import arg, i32, rank, u32
 
 aten = torch.ops.aten
 
@@ -42,7 +42,7 @@ def _crop(ctx: LoweringContext, x: Value, widths: list[int], sizes: list[Any]) -
     for d in range(n):
         cut = max(0, -widths[2 * d + 1])
         ends.append(sizes[d] - cut if cut else sizes[d])
-    return coreai.slice_(x, i32(starts), sizes_operand(ctx, ends), i32([1] * n))
+    return coreai.slice_(x, i32(starts), ctx.shape_tensor(ends, unsigned=False), i32([1] * n))
 
 
 def _constant_pad(ctx: LoweringContext, node: fx.Node, value: float) -> Value:

@@ -200,7 +200,7 @@ def _averaging_matrix(in_size: int, out_size: int) -> np.ndarray:
     return matrix
 
 
-@register_lowering(aten._adaptive_avg_pool2d.default)
+@register_lowering(aten._adaptive_avg_pool2d.default, aten.adaptive_avg_pool2d.default)
 def lower_adaptive_avg_pool2d(ctx: LoweringContext, node: fx.Node) -> Value:
     x_arg = node.args[0]
     dtype = ctx.result_dtype()

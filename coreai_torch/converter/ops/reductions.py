@@ -160,7 +160,7 @@ def min_dim(ctx: LoweringContext, node: fx.Node) -> list[Value]:
 def var(ctx: LoweringContext, node: fx.Node) -> Value:
     source = node.args[0]
     dims = _arg(node, 1, "dim")
-    if node.target == aten.var.dim:
+    if node.target in (aten.var.dim, aten.std.dim):
         unbiased = _arg(node, 2, "unbiased", True)
         correction = 1 if unbiased else 0
         keepdim = bool(_arg(node, 3, "keepdim", False))
@@ -185,6 +185,12 @@ def var(ctx: LoweringContext, node: fx.Node) -> Value:
     if keepdim:
         return result
     return coreai.shrink_dims(result, axes_constant(axes, rank))
+
+
+@register_lowering(aten.std.correction, aten.std.dim)
+def std(ctx: LoweringContext, node: fx.Node) -> Value:
+    # Same arguments as var's overloads of the same names.
+    return coreai.sqrt(var(ctx, node))
 
 
 def _element_count(ctx: LoweringContext, source: Any, axes: list[int], dtype: torch.dtype) -> Value:

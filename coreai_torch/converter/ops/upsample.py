@@ -22,7 +22,7 @@ from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Attribute, Value
 
 from ..registry import LoweringContext, register_lowering
-from ._layout import arg, broadcast, reshape, sizes_operand, static_sizes, take, unsqueeze
+from ._layout import arg, broadcast, reshape, static_sizes, take, unsqueeze
 
 aten = torch.ops.aten
 
@@ -146,7 +146,7 @@ def _bilinear(ctx: LoweringContext, node: fx.Node, vec: bool) -> Value:
         offsets.append(offset)
     return coreai.interpolate(
         ctx.value(x_arg),
-        sizes_operand(ctx, out_sizes),
+        ctx.shape_tensor(out_sizes, unsigned=False),
         np.array(scales, dtype=np.float32),
         np.array(offsets, dtype=np.float32),
         Attribute.parse("#coreai.interpolation_mode<linear>"),

@@ -27,7 +27,12 @@ def _reshape_to_result(ctx: LoweringContext, node: fx.Node) -> Value:
 
 
 register_lowering(
-    aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.view_copy.default
+    aten.view.default,
+    aten._unsafe_view.default,
+    aten.reshape.default,
+    aten.view_copy.default,
+    aten.flatten.using_ints,
+    aten.unflatten.int,
 )(_reshape_to_result)
 
 
@@ -65,6 +70,13 @@ def transpose(ctx: LoweringContext, node: fx.Node) -> Value:
     a, b = normalize_dim(a, rank), normalize_dim(b, rank)
     permutation[a], permutation[b] = permutation[b], permutation[a]
     return _transpose(ctx.value(source), permutation)
+
+
+@register_lowering(aten.mT.default)
+def matrix_transpose(ctx: LoweringContext, node: fx.Node) -> Value:
+    rank = ctx.rank(node.args[0])
+    permutation = [*range(rank - 2), rank - 1, rank - 2]
+    return _transpose(ctx.value(node.args[0]), permutation)
 
 
 @register_lowering(aten.t.default)

@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#define COREAI_CPU_ABI_VERSION 1
+#define COREAI_CPU_ABI_VERSION 2
 
 // Metal's SIMD-group width on Apple GPUs; quad-groups are 4 lanes.
 #define COREAI_CPU_SIMD_WIDTH 32
@@ -60,9 +60,11 @@ typedef struct coreai_cpu_runtime {
   // the SIMD-group's running lanes, and returns everyone's values.
   coreai_cpu_simd_view (*simd_exchange)(const void* value, uint32_t size);
   // Debug mode: a tensor view at `base` was indexed outside its extents
-  // (index and extents in Metal order, `rank` entries each).
+  // (index and extents in Metal order, `rank` entries each) by the thread at
+  // `thread_position` (thread_position_in_grid, 3 entries; in fiber mode the
+  // launcher knows the running thread better and ignores it).
   void (*report_out_of_bounds)(const void* base, uint32_t rank, const int64_t* index,
-                               const int32_t* extents);
+                               const int32_t* extents, const uint32_t* thread_position);
 } coreai_cpu_runtime;
 
 // Symbols every kernel library exports (see the entry shim written by the JIT).

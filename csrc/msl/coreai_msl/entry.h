@@ -98,7 +98,9 @@ inline attr_value attr_threadgroup_position_in_grid(const group_t& g, const thre
 inline attr_value attr_threads_per_grid(const group_t& g, const thread_t&) {
   return {g.grid[0], g.grid[1], g.grid[2]};
 }
-inline attr_value attr_grid_size(const group_t& g, const thread_t&) { return {g.grid[0], g.grid[1], g.grid[2]}; }
+inline attr_value attr_grid_size(const group_t& g, const thread_t&) {
+  return {g.grid[0], g.grid[1], g.grid[2]};
+}
 inline attr_value attr_grid_origin(const group_t&, const thread_t&) { return {0, 0, 0}; }
 inline attr_value attr_threads_per_threadgroup(const group_t& g, const thread_t&) {
   return {g.size[0], g.size[1], g.size[2]};
@@ -109,15 +111,21 @@ inline attr_value attr_dispatch_threads_per_threadgroup(const group_t& g, const 
 inline attr_value attr_threadgroups_per_grid(const group_t& g, const thread_t&) {
   return {g.groups_per_grid[0], g.groups_per_grid[1], g.groups_per_grid[2]};
 }
-inline attr_value attr_thread_index_in_threadgroup(const group_t&, const thread_t& t) { return {t.index, 0, 0}; }
+inline attr_value attr_thread_index_in_threadgroup(const group_t&, const thread_t& t) {
+  return {t.index, 0, 0};
+}
 inline attr_value attr_thread_index_in_simdgroup(const group_t&, const thread_t& t) {
   return {t.index % kSimdWidth, 0, 0};
 }
 inline attr_value attr_simdgroup_index_in_threadgroup(const group_t&, const thread_t& t) {
   return {t.index / kSimdWidth, 0, 0};
 }
-inline attr_value attr_threads_per_simdgroup(const group_t&, const thread_t&) { return {kSimdWidth, 0, 0}; }
-inline attr_value attr_thread_execution_width(const group_t&, const thread_t&) { return {kSimdWidth, 0, 0}; }
+inline attr_value attr_threads_per_simdgroup(const group_t&, const thread_t&) {
+  return {kSimdWidth, 0, 0};
+}
+inline attr_value attr_thread_execution_width(const group_t&, const thread_t&) {
+  return {kSimdWidth, 0, 0};
+}
 inline attr_value attr_simdgroups_per_threadgroup(const group_t& g, const thread_t&) {
   return {groups_of(g.thread_count, kSimdWidth), 0, 0};
 }

@@ -2,6 +2,8 @@
 #ifndef COREAI_MSL_RUNTIME_H
 #define COREAI_MSL_RUNTIME_H
 
+#include <cstdint>
+
 #include "cpu_abi.h"
 
 namespace coreai {
@@ -10,6 +12,10 @@ namespace coreai {
 // kernel library and before any thread of the kernel runs. Each kernel library
 // has its own copy (the JIT compiles with hidden visibility).
 inline const coreai_cpu_runtime* g_runtime = nullptr;
+
+// Debug mode: thread_position_in_grid of the thread the entry shim called last
+// on this OS thread, for out-of-bounds reports.
+inline thread_local std::uint32_t g_debug_thread_position[3] = {0, 0, 0};
 
 }  // namespace coreai
 

@@ -342,6 +342,43 @@ inline T simd_shuffle_rotate_down(T data, unsigned short delta) {
   return coreai::simd::read_or_own(v, (v.lane + delta) % 32u, data);
 }
 
+// Lanes whose source lies below lane 0 of their `modulo`-lane chunk take
+// filling_data from the top `delta` lanes of the chunk instead.
+template <class T>
+inline T simd_shuffle_and_fill_up(T data, T filling_data, unsigned short delta,
+                                  unsigned short modulo) {
+  // Two exchanges: a (data, filling) pair may not fit one slot. Both are read
+  // before any further exchange, so the first one's slots are still intact.
+  const auto d = coreai::simd::exchange(data);
+  const auto f = coreai::simd::exchange(filling_data);
+  const unsigned base = d.lane - d.lane % modulo, j = d.lane % modulo;
+  if (j >= delta) return coreai::simd::read_or_own(d, base + j - delta, data);
+  return coreai::simd::active(f, base + modulo - delta + j)
+             ? coreai::simd::value_of<T>(f, base + modulo - delta + j)
+             : data;
+}
+template <class T>
+inline T simd_shuffle_and_fill_up(T data, T filling_data, unsigned short delta) {
+  return simd_shuffle_and_fill_up(data, filling_data, delta, 32);
+}
+// Lanes whose source lies past the end of their `modulo`-lane chunk take
+// filling_data from the bottom `delta` lanes of the chunk instead.
+template <class T>
+inline T simd_shuffle_and_fill_down(T data, T filling_data, unsigned short delta,
+                                    unsigned short modulo) {
+  const auto d = coreai::simd::exchange(data);
+  const auto f = coreai::simd::exchange(filling_data);
+  const unsigned base = d.lane - d.lane % modulo, j = d.lane % modulo;
+  if (j + delta < modulo) return coreai::simd::read_or_own(d, base + j + delta, data);
+  return coreai::simd::active(f, base + j + delta - modulo)
+             ? coreai::simd::value_of<T>(f, base + j + delta - modulo)
+             : data;
+}
+template <class T>
+inline T simd_shuffle_and_fill_down(T data, T filling_data, unsigned short delta) {
+  return simd_shuffle_and_fill_down(data, filling_data, delta, 32);
+}
+
 inline simd_vote simd_ballot(bool expr) {
   const auto v = coreai::simd::exchange(expr);
   return simd_vote(coreai::simd::ballot_bits(v, 0, 32), coreai::simd::active_bits(v, 0, 32));
@@ -468,6 +505,31 @@ inline T quad_shuffle_rotate_down(T data, unsigned short delta) {
   const auto v = coreai::simd::exchange(data);
   const unsigned q = ((v.lane & 3u) + delta) % 4u;
   return coreai::simd::read_or_own(v, quad_detail::base(v) + q, data);
+}
+
+template <class T>
+inline T quad_shuffle_and_fill_up(T data, T filling_data, unsigned short delta,
+                                  unsigned short modulo = 4) {
+  const auto d = coreai::simd::exchange(data);
+  const auto f = coreai::simd::exchange(filling_data);
+  const unsigned q = d.lane & 3u;
+  const unsigned base = quad_detail::base(d) + (q - q % modulo), j = q % modulo;
+  if (j >= delta) return coreai::simd::read_or_own(d, base + j - delta, data);
+  return coreai::simd::active(f, base + modulo - delta + j)
+             ? coreai::simd::value_of<T>(f, base + modulo - delta + j)
+             : data;
+}
+template <class T>
+inline T quad_shuffle_and_fill_down(T data, T filling_data, unsigned short delta,
+                                    unsigned short modulo = 4) {
+  const auto d = coreai::simd::exchange(data);
+  const auto f = coreai::simd::exchange(filling_data);
+  const unsigned q = d.lane & 3u;
+  const unsigned base = quad_detail::base(d) + (q - q % modulo), j = q % modulo;
+  if (j + delta < modulo) return coreai::simd::read_or_own(d, base + j + delta, data);
+  return coreai::simd::active(f, base + j + delta - modulo)
+             ? coreai::simd::value_of<T>(f, base + j + delta - modulo)
+             : data;
 }
 
 inline quad_vote quad_ballot(bool expr) {

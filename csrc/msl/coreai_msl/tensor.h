@@ -121,7 +121,8 @@ class tensor<T, dextents<IndexT, Rank>, tensor_inline> {
       if (idx[d] < 0 || idx[d] >= static_cast<std::int64_t>(extents_[d])) {
         std::int32_t extents[Rank];
         for (std::size_t e = 0; e < Rank; ++e) extents[e] = static_cast<std::int32_t>(extents_[e]);
-        coreai::g_runtime->report_out_of_bounds(data_, Rank, idx, extents);
+        coreai::g_runtime->report_out_of_bounds(data_, Rank, idx, extents,
+                                                coreai::g_debug_thread_position);
         static thread_local value_type scratch{};
         scratch = value_type{};
         return scratch;
@@ -129,7 +130,9 @@ class tensor<T, dextents<IndexT, Rank>, tensor_inline> {
     }
 #endif
     std::ptrdiff_t offset = 0;
-    for (std::size_t d = 0; d < Rank; ++d) offset += static_cast<std::ptrdiff_t>(idx[d]) * strides_[d];
+    for (std::size_t d = 0; d < Rank; ++d) {
+      offset += static_cast<std::ptrdiff_t>(idx[d]) * strides_[d];
+    }
     return data_[offset];
   }
 
