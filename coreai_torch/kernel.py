@@ -260,16 +260,30 @@ class TorchMetalKernel:
         return Specialization(args, res)
 
     def _result_dtypes(self, inputs: Sequence[Any], shapes: Sequence[Sequence[int]]) -> list:
-        """Result dtypes of a new specialization, from ``torch_defn`` run once on the inputs.
+        """Result dtypes of a new specialization, from ``torch_defn`` run once.
 
-        The reference runs on the real inputs rather than on meta tensors: the
-        first meta computation in a process imports torch's compiler stack (over a
-        second), which would dominate a warm start, while one reference call per
-        specialization is cheap next to compiling the kernel. It also checks
-        ``result_shapes`` against the reference on the first call.
+        The reference runs on the real inputs first: the first meta computation
+        in a process imports torch's compiler stack (over a second), which would
+        dominate a warm start, while one reference call per specialization is
+        cheap next to compiling the kernel. A reference that cannot run on these
+        inputs (an op torch lacks for the device or dtype) runs on meta copies.
+        It also checks ``result_shapes`` against the reference on the first call.
         """
         with torch.no_grad():
-            outs = self._as_result_list(self.torch_defn(*inputs))
+            try:
+                outs = self.torch_defn(*inputs)
+            except Exception as real_failure:
+                meta = [
+                    torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device="meta")
+                    if isinstance(v, torch.Tensor)
+                    else v
+                    for v in inputs
+                ]
+                try:
+                    outs = self.torch_defn(*meta)
+                except Exception:
+                    raise real_failure from None
+        outs = self._as_result_list(outs)
         _check_shapes_agree(self.name, self.result_names, outs, shapes)
         for rname, out in zip(self.result_names, outs):
             metal_type(out.dtype, kernel=self.name, what=f"result '{rname}'")

@@ -20,6 +20,10 @@ PYBIND11_MODULE(_C, m) {
       [](const std::string& s) { return coreai_torch::cpu::rewrite_threadgroup(s); },
       "The CPU backend's threadgroup rewrite of a Metal source.");
   m.def(
+      "_rewrite_half_literals",
+      [](const std::string& s) { return coreai_torch::cpu::rewrite_half_literals(s); },
+      "The CPU backend's rewrite of Metal half literals (1.5h) to C++ (1.5f16).");
+  m.def(
       "_needs_fibers", [](const std::string& s) { return coreai_torch::cpu::needs_fibers(s); },
       "Whether the CPU backend runs this Metal source in fiber mode.");
   m.def("_cpu_cache_directory", &coreai_torch::cpu::cache_directory);

@@ -1,5 +1,6 @@
 #include "cpu/compiler.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <c10/util/Exception.h>
@@ -7,10 +8,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <random>
 
+#include "cpu/sha256.h"
 #include "cpu/subprocess.h"
 
 namespace coreai_torch::cpu {
@@ -92,6 +95,68 @@ std::string check(const std::string& program, const std::string& scratch_dir,
   return {};
 }
 
+// Where a program named like a shell command lives: itself if it has a
+// slash, else the first executable of that name on PATH; empty if none.
+std::string resolve_program(const std::string& program) {
+  if (program.find('/') != std::string::npos) return program;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string dir = end > start ? dirs.substr(start, end - start) : ".";
+    const std::string candidate = dir + "/" + program;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  return {};
+}
+
+// A check costs two compiler start-ups (--version and the probe), which would
+// dominate a new process whose kernels are all in the disk cache. A passed
+// check is therefore remembered in the cache directory, keyed by the compiler
+// binary's path and file identity (device, inode, size, modification time),
+// the probe and the flags: replacing or upgrading the compiler changes the key.
+std::string memo_path(const std::string& program, const std::string& scratch_dir) {
+  const std::string resolved = resolve_program(program);
+  struct stat info {};
+  if (resolved.empty() || stat(resolved.c_str(), &info) != 0) return {};
+  Sha256 key;
+  key.update("coreai_torch compiler check\n").update(resolved).update("\n");
+  key.update(std::to_string(info.st_dev) + ":" + std::to_string(info.st_ino) + ":" +
+             std::to_string(info.st_size) + ":" + std::to_string(info.st_mtime) + "\n");
+  key.update(kProbeSource);
+  for (const std::string& flag : kernel_compile_flags()) key.update(flag).update("\n");
+  return scratch_dir + "/compiler-" + key.hex_digest().substr(0, 32) + ".txt";
+}
+
+std::optional<std::string> read_memo(const std::string& path) {
+  if (path.empty()) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string identity((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (identity.find("clang version") == std::string::npos) return std::nullopt;
+  return identity;
+}
+
+void write_memo(const std::string& path, const std::string& identity) {
+  if (path.empty()) return;
+  std::random_device entropy;
+  const std::string tmp = path + ".tmp-" + std::to_string(getpid()) + "-" +
+                          std::to_string(entropy());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << identity;
+    if (!out) {
+      std::remove(tmp.c_str());
+      return;  // only an optimisation: the next process checks again
+    }
+  }
+  chmod(tmp.c_str(), 0600);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) std::remove(tmp.c_str());
+}
+
 }  // namespace
 
 const std::vector<std::string>& kernel_compile_flags() {
@@ -111,6 +176,9 @@ const std::vector<std::string>& kernel_compile_flags() {
       // Kernel code has no exceptions and must not unwind through fibers.
       "-fno-exceptions",
       "-fvisibility=hidden",
+      // Metal converts between vector types only explicitly; without this
+      // clang would silently reinterpret, e.g., a short4 as an int2.
+      "-flax-vector-conversions=none",
       // [[kernel]], [[buffer(i)]], [[thread_position_in_grid]] ... mean
       // nothing to a C++ compiler; the JIT binds parameters by position.
       "-Wno-unknown-attributes",
@@ -126,9 +194,15 @@ const Compiler& find_compiler(const std::string& kernel, const std::string& scra
 
   std::string tried;
   for (const Candidate& c : candidates()) {
+    const std::string memo = memo_path(c.program, scratch_dir);
+    if (std::optional<std::string> identity = read_memo(memo)) {
+      found = Compiler{c.program, *identity};
+      return *found;
+    }
     std::string identity;
     const std::string why_not = check(c.program, scratch_dir, identity);
     if (why_not.empty()) {
+      write_memo(memo, identity);
       found = Compiler{c.program, identity};
       return *found;
     }

@@ -1,5 +1,6 @@
 #include "cpu/source_scan.h"
 
+#include <algorithm>
 #include <cctype>
 #include <vector>
 
@@ -149,6 +150,58 @@ bool needs_fibers(std::string_view source) {
     }
   }
   return false;
+}
+
+}  // namespace coreai_torch::cpu
+
+namespace coreai_torch::cpu {
+namespace {
+
+// True if the digits at `begin` end a literal the tokenizer split: the
+// fraction of `.5h` or the exponent of `1.0e+5h`.
+bool continues_literal(std::string_view s, size_t begin) {
+  if (begin >= 1 && s[begin - 1] == '.') return begin < 2 || !is_ident_char(s[begin - 2]);
+  if (begin < 3 || (s[begin - 1] != '+' && s[begin - 1] != '-')) return false;
+  if (s[begin - 2] != 'e' && s[begin - 2] != 'E') return false;
+  size_t k = begin - 2;
+  while (k > 0 && (std::isdigit(static_cast<unsigned char>(s[k - 1])) || s[k - 1] == '.')) --k;
+  return k < begin - 2 && !(k > 0 && is_ident_char(s[k - 1]));
+}
+
+}  // namespace
+
+std::string rewrite_half_literals(std::string_view source) {
+  std::string out;
+  out.reserve(source.size() + 16);
+  size_t copied = 0;
+  for (const Token& t : tokenize(source, false)) {
+    const std::string_view word = text(source, t);
+    if (t.kind != TokenKind::Other || word.size() < 2 ||
+        !std::isdigit(static_cast<unsigned char>(word[0]))) {
+      continue;
+    }
+    const char suffix = word.back();
+    if (suffix != 'h' && suffix != 'H') continue;
+    if (word.size() > 2 && word[0] == '0' && (word[1] == 'x' || word[1] == 'X' ||
+                                               word[1] == 'b' || word[1] == 'B')) {
+      continue;  // hexadecimal and binary literals have no half suffix
+    }
+    // A decimal literal: digits, '.', and an exponent marker only.
+    const std::string_view body = word.substr(0, word.size() - 1);
+    const bool decimal = std::all_of(body.begin(), body.end(), [](char c) {
+      return std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == 'e' || c == 'E';
+    });
+    if (!decimal) continue;
+    const bool fraction_or_exponent = body.find_first_of(".eE") != std::string_view::npos;
+    if (!fraction_or_exponent && !continues_literal(source, t.begin)) {
+      continue;  // `2h` is not a Metal literal either: leave it to the compiler
+    }
+    out.append(source.substr(copied, t.end - 1 - copied));
+    out.append("f16");
+    copied = t.end;
+  }
+  out.append(source.substr(copied));
+  return out;
 }
 
 }  // namespace coreai_torch::cpu

@@ -15,6 +15,11 @@ namespace coreai_torch::cpu {
 // Comments, string and character literals are left alone.
 std::string rewrite_threadgroup(std::string_view source);
 
+// Metal's half literals (`1.5h`, `2e-3h`) spelled as C++'s `_Float16` literals
+// (`1.5f16`): the same value, rounded once to half. Comments, strings and
+// directives are left alone.
+std::string rewrite_half_literals(std::string_view source);
+
 // True if the source calls a barrier, a SIMD-group or a quad-group function
 // (an identifier threadgroup_barrier, simdgroup_barrier, simd_* or quad_*
 // followed by `(`): such kernels need one fiber per thread.

@@ -1,0 +1,110 @@
+"""Metal half literals, and a warm disk cache that starts no compiler at all."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import coreai_torch._C as C
+import pytest
+import torch
+
+from coreai_torch import MetalParameter, TorchMetalKernel
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("half x = 1.5h;", "half x = 1.5f16;"),
+        ("y = 2e-3h + .5h + 1.0e+5H;", "y = 2e-3f16 + .5f16 + 1.0e+5f16;"),
+        ("int z = 0x1h;", None),  # not a decimal literal: left for the compiler
+        ("x1h = 2h; v.x5h;", None),  # identifiers, and `2h`, which Metal rejects too
+        ("// 2.0h\n", None),
+        ('s = "3.0h";', None),
+    ],
+)
+def test_half_literal_rewrite(source: str, expected: str | None) -> None:
+    assert C._rewrite_half_literals(source) == (source if expected is None else expected)
+
+
+def _half_axpb(x: torch.Tensor) -> torch.Tensor:
+    return x * 0.1 + 3.3
+
+
+half_literals = TorchMetalKernel(
+    "half_literals",
+    ["x"],
+    ["out"],
+    src="if (id < out.get_extent(0)) out[id] = x[id] * 0.1h + 3.3h;",
+    torch_defn=_half_axpb,
+    metal_params=[MetalParameter("id", "uint", "thread_position_in_grid")],
+)
+
+
+def test_half_literals_round_like_half() -> None:
+    x = torch.linspace(-4, 4, 64, dtype=torch.float16)
+    out = half_literals(
+        x, threads_per_grid=(64, 1, 1), threads_per_thread_group=(32, 1, 1), result_shapes=[[64]]
+    )
+    # The literals are halves (0.1h == 0.0999755859375) and each operation rounds
+    # to half, exactly as torch computes x * half(0.1) + half(3.3) in float16.
+    want = x * torch.tensor(0.1, dtype=torch.float16) + torch.tensor(3.3, dtype=torch.float16)
+    torch.testing.assert_close(out, want, rtol=0, atol=0)
+
+
+CHILD = textwrap.dedent(
+    """
+    import time, torch
+    from coreai_torch import MetalParameter, TorchMetalKernel
+    def ref(x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+    k = TorchMetalKernel("warm_start_probe", ["x"], ["out"], "out[id] = x[id] + 1;", ref,
+                         metal_params=[MetalParameter("id", "uint", "thread_position_in_grid")])
+    x = torch.arange(8.0)
+    start = time.perf_counter()
+    out = k(x, threads_per_grid=(8, 1, 1), threads_per_thread_group=(8, 1, 1),
+            result_shapes=[[8]])
+    elapsed = time.perf_counter() - start
+    assert torch.equal(out, x + 1)
+    print(torch.ops.coreai_torch.cpu_compile_count(),
+          torch.ops.coreai_torch.cpu_disk_cache_hits(), elapsed)
+    """
+)
+
+
+def _run_child(cache: Path, compiler: Path) -> tuple[int, int, float]:
+    env = {**os.environ, "COREAI_TORCH_CACHE_DIR": str(cache), "COREAI_TORCH_CXX": str(compiler)}
+    p = subprocess.run(
+        [sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert p.returncode == 0, p.stderr
+    compiles, hits, elapsed = p.stdout.split()
+    return int(compiles), int(hits), float(elapsed)
+
+
+def test_warm_cache_runs_no_compiler_process(tmp_path: Path) -> None:
+    real = C._cpu_compiler()
+    log = tmp_path / "invocations.log"
+    wrapper = tmp_path / "clang-wrapper"
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    cache = tmp_path / "cache"
+
+    assert _run_child(cache, wrapper)[:2] == (1, 0)
+    first = log.read_text().splitlines()
+    assert any("--version" in line for line in first)  # the compiler was checked
+    assert len(first) >= 3  # --version, the syntax probe, the kernel
+
+    compiles, hits, _ = _run_child(cache, wrapper)
+    assert (compiles, hits) == (0, 1)
+    assert log.read_text().splitlines() == first  # no process started at all
+
+    # Replacing the compiler binary (a new modification time) checks it again.
+    later = time.time() + 5
+    os.utime(wrapper, (later, later))
+    assert _run_child(cache, wrapper)[:2] == (0, 1)
+    assert len(log.read_text().splitlines()) == len(first) + 2
