@@ -21,9 +21,7 @@ __all__ = ["get_operand", "get_operands"]
 
 
 def _float_operands_are_half(node: fx.Node) -> bool:
-    fakes = [
-        a.meta.get("val") for a in node.args if isinstance(a, fx.Node) and "val" in a.meta
-    ]
+    fakes = [a.meta.get("val") for a in node.args if isinstance(a, fx.Node) and "val" in a.meta]
     floats = [f for f in fakes if isinstance(f, torch.Tensor) and f.dtype.is_floating_point]
     return bool(floats) and all(f.dtype == torch.float16 for f in floats)
 
@@ -36,7 +34,7 @@ def get_operand(values_map: dict[str, Any], node: fx.Node, idx: int, loc: Any = 
     floats as float32, or float16 when every float tensor operand is float16);
     a list that mixes ints and symbolic sizes becomes a rank-1 int32 vector.
     """
-    import coreai.authoring  # noqa: F401  (must precede the dialect import)
+    import coreai.authoring  # must precede the dialect import
     from coreai._compiler.dialects import coreai
 
     if not 0 <= idx < len(node.args):

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 import coreai_torch
-from coreai_torch import MetalParameter, TorchMetalKernel, kernel as kernel_module
+from coreai_torch import MetalParameter, TorchMetalKernel
+from coreai_torch import kernel as kernel_module
 
 CALL = {
     "threads_per_grid": (4, 1, 1),

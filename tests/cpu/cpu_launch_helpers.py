@@ -11,20 +11,9 @@ from dataclasses import dataclass
 import coreai_torch._C  # noqa: F401  (registers torch.ops.coreai_torch)
 import torch
 
-METAL_TYPE = {
-    torch.float32: "float",
-    torch.float16: "half",
-    torch.bfloat16: "bfloat",
-    torch.int8: "int8_t",
-    torch.uint8: "uint8_t",
-    torch.int16: "int16_t",
-    torch.uint16: "uint16_t",
-    torch.int32: "int",
-    torch.uint32: "uint",
-    torch.int64: "int64_t",
-    torch.uint64: "uint64_t",
-    torch.bool: "bool",
-}
+from coreai_torch.contract import METAL_TYPES
+
+METAL_TYPE = METAL_TYPES  # the dtype table of DESIGN.md
 SCALAR_KIND = {"int": "i", "float": "f", "bool": "b"}
 
 
