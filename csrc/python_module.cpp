@@ -24,6 +24,10 @@ PYBIND11_MODULE(_C, m) {
       [](const std::string& s) { return coreai_torch::cpu::rewrite_half_literals(s); },
       "The CPU backend's rewrite of Metal half literals (1.5h) to C++ (1.5f16).");
   m.def(
+      "_reject_c_style_vector_casts",
+      [](const std::string& s) { return coreai_torch::cpu::reject_c_style_vector_casts(s); },
+      "The CPU backend's renaming of C-style vector casts into a compile error.");
+  m.def(
       "_needs_fibers", [](const std::string& s) { return coreai_torch::cpu::needs_fibers(s); },
       "Whether the CPU backend runs this Metal source in fiber mode.");
   m.def("_cpu_cache_directory", &coreai_torch::cpu::cache_directory);

@@ -205,3 +205,54 @@ std::string rewrite_half_literals(std::string_view source) {
 }
 
 }  // namespace coreai_torch::cpu
+
+namespace coreai_torch::cpu {
+namespace {
+
+// float4, uint2, bfloat3, bool4 ...: Metal's vector type names.
+bool is_vector_type_name(std::string_view w) {
+  if (w.size() < 2) return false;
+  const char n = w.back();
+  if (n < '2' || n > '4') return false;
+  std::string_view base = w.substr(0, w.size() - 1);
+  if (base.size() > 1 && base[0] == 'u') base.remove_prefix(1);
+  return base == "char" || base == "short" || base == "int" || base == "long" ||
+         base == "half" || base == "bfloat" || base == "float" || base == "bool";
+}
+
+}  // namespace
+
+std::string reject_c_style_vector_casts(std::string_view source) {
+  const std::vector<Token> tokens = tokenize(source, false);
+  std::string out;
+  size_t copied = 0;
+  for (size_t k = 0; k + 3 < tokens.size(); ++k) {
+    if (text(source, tokens[k]) != "(" || text(source, tokens[k + 2]) != ")") continue;
+    const Token& type = tokens[k + 1];
+    if (type.kind != TokenKind::Identifier || !is_vector_type_name(text(source, type))) continue;
+    if (k > 0) {  // sizeof(float4), f(float4): a call or operator, not a cast
+      const std::string_view before = text(source, tokens[k - 1]);
+      const bool name = tokens[k - 1].kind == TokenKind::Identifier;
+      if ((name && before != "return" && before != "case") || before == ")" || before == "]" ||
+          before == ">") {
+        continue;
+      }
+    }
+    const Token& next = tokens[k + 3];
+    const std::string_view after = text(source, next);
+    if (next.kind == TokenKind::Other) continue;  // a literal: splats as Metal does
+    if (next.kind == TokenKind::Punct && after != "(" && after != "-" && after != "+" &&
+        after != "!" && after != "~" && after != "*") {
+      continue;  // not followed by an operand
+    }
+    const std::string name(text(source, type));
+    out.append(source.substr(copied, type.begin - copied));
+    out.append("coreai_c_style_cast_to_" + name + "_is_not_supported_write_" + name +
+               "_of_x_instead");
+    copied = type.end;
+  }
+  out.append(source.substr(copied));
+  return out;
+}
+
+}  // namespace coreai_torch::cpu

@@ -20,6 +20,13 @@ std::string rewrite_threadgroup(std::string_view source);
 // directives are left alone.
 std::string rewrite_half_literals(std::string_view source);
 
+// clang compiles `(float4)v` with a vector `v` as a bit cast where Metal
+// converts the values. Such casts are renamed into an undeclared identifier
+// that says what to write instead (`float4(v)`), so they fail to compile at
+// the user's line rather than give wrong numbers. Casts of literals (which
+// splat, as in Metal), sizeof(float4) and unnamed parameters are untouched.
+std::string reject_c_style_vector_casts(std::string_view source);
+
 // True if the source calls a barrier, a SIMD-group or a quad-group function
 // (an identifier threadgroup_barrier, simdgroup_barrier, simd_* or quad_*
 // followed by `(`): such kernels need one fiber per thread.

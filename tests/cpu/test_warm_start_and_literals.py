@@ -108,3 +108,49 @@ def test_warm_cache_runs_no_compiler_process(tmp_path: Path) -> None:
     os.utime(wrapper, (later, later))
     assert _run_child(cache, wrapper)[:2] == (0, 1)
     assert len(log.read_text().splitlines()) == len(first) + 2
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (
+            "a = (float4)v;",
+            "a = (coreai_c_style_cast_to_float4_is_not_supported_write_float4_of_x_instead)v;",
+        ),
+        (
+            "return (half2)-w;",
+            "return (coreai_c_style_cast_to_half2_is_not_supported_write_half2_of_x_instead)-w;",
+        ),
+        ("x = (float4)1.0f;", None),  # a literal splats, as in Metal
+        ("n = sizeof(float4);", None),
+        ("float g(float4);", None),
+        ("y = (float)v.x;", None),
+    ],
+)
+def test_c_style_vector_casts_are_refused(source: str, expected: str | None) -> None:
+    assert C._reject_c_style_vector_casts(source) == (source if expected is None else expected)
+
+
+def _to_float(x: torch.Tensor) -> torch.Tensor:
+    return x.float()
+
+
+def test_c_style_vector_cast_fails_to_compile_at_the_users_line() -> None:
+    from coreai_torch import MetalCompileError
+
+    k = TorchMetalKernel(
+        "c_style_vector_cast",
+        ["x"],
+        ["out"],
+        src="int4 v = int4(x[id], 1, 2, 3);\nfloat4 f = (float4)v;\nout[id] = f.x;",
+        torch_defn=_to_float,
+        metal_params=[MetalParameter("id", "uint", "thread_position_in_grid")],
+    )
+    # clang would reinterpret the int bits as floats; Metal converts the values.
+    with pytest.raises(MetalCompileError, match=r"src:2:(.|\n)*write_float4_of_x_instead"):
+        k(
+            torch.arange(4, dtype=torch.int32),
+            threads_per_grid=(4, 1, 1),
+            threads_per_thread_group=(4, 1, 1),
+            result_shapes=[[4]],
+        )
