@@ -7,7 +7,7 @@ extension is compiled against the torch that will load it).
 import sys
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import find_packages, setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 ROOT = Path(__file__).parent.resolve()
@@ -35,7 +35,7 @@ if IS_MACOS:
     define_macros.append(("COREAI_TORCH_WITH_MPS", "1"))
 
 setup(
-    packages=["coreai_torch", "coreai_torch.backends", "coreai_torch.converter", "coreai_torch.msl"],
+    packages=[*find_packages(include=["coreai_torch", "coreai_torch.*"]), "coreai_torch.msl"],
     package_dir={"coreai_torch.msl": "csrc/msl"},
     package_data={"coreai_torch.msl": ["*", "*/*"]},
     ext_modules=[
