@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from kernel_testing import run_checked
 
 from coreai_torch import MetalParameter, TorchMetalKernel
 
@@ -40,7 +41,8 @@ def test_simd_softmax_through_torch_metal_kernel() -> None:
     g = torch.Generator().manual_seed(0)
     x = torch.randn(7, 300, generator=g) * 3
     x[2, :100] = -float("inf")  # masked entries: exp(-inf) must be 0
-    out = SOFTMAX(
+    out = run_checked(  # also torch.library.opcheck
+        SOFTMAX,
         x,
         threads_per_grid=(32, 7, 1),
         threads_per_thread_group=(32, 1, 1),
@@ -82,7 +84,8 @@ def test_threadgroup_reduction_with_a_scalar_through_torch_metal_kernel() -> Non
     g = torch.Generator().manual_seed(1)
     x = torch.randn(10 * 128, generator=g)
     for scale in (1.0, -0.5):  # one compiled kernel serves every scalar value
-        out = BLOCK_SUM(
+        out = run_checked(  # also torch.library.opcheck
+            BLOCK_SUM,
             x,
             scale,
             threads_per_grid=(x.numel(), 1, 1),
