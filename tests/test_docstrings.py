@@ -1,0 +1,21 @@
+"""The runnable examples in public docstrings run and print what they show."""
+
+import doctest
+
+import pytest
+
+import coreai_torch.contract
+import coreai_torch.kernel
+import coreai_torch.modes
+import coreai_torch.runtime
+
+
+@pytest.mark.parametrize(
+    "module",
+    [coreai_torch.contract, coreai_torch.kernel, coreai_torch.modes, coreai_torch.runtime],
+    ids=lambda m: m.__name__,
+)
+def test_docstring_examples(module) -> None:
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0
+    assert result.failed == 0
