@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from . import (
-    _C,  # noqa: F401  (registers torch.ops.coreai_torch)
+    _C,  # also registers torch.ops.coreai_torch
     modes,
     validation,
 )
@@ -40,6 +40,7 @@ _MAX_THREADS_PER_GROUP = 1024
 _SCHEMA_SCALAR = {int: "SymInt", float: "float", bool: "bool"}
 _ARG_KIND = {int: "i", float: "f", bool: "b"}
 _OPTION_DEBUG, _OPTION_FAST_MATH = 1, 2
+_RETURN_KIND_CODE = {"tensor": 0, "tuple": 1, "list": 2}  # csrc/fast_call.cpp
 
 # The live kernel behind each op name; an op always runs this object's definition.
 _ACTIVE: dict[str, TorchMetalKernel] = {}
@@ -136,6 +137,11 @@ class TorchMetalKernel:
         # Eager specializations: key -> (handle, result dtypes). See _launch.
         self._launch_cache: dict[tuple, tuple[int, list[torch.dtype]]] = {}
         self._identity = (definition, _schema(self))
+        # The C++ side of the eager fast path (csrc/fast_call.cpp): the
+        # specializations of default-option calls, filled in by _launch.
+        self._fast = _C._fast_path_new(
+            self._arg_kinds(), len(results), _RETURN_KIND_CODE[return_kind]
+        )
         self.op = _define_op(self)
 
     # ------------------------------------------------------------------ call
@@ -148,6 +154,25 @@ class TorchMetalKernel:
         result_shapes: Sequence[Sequence[int]],
     ) -> Any:
         """Run the kernel: ``args`` in ``input_names`` order; returns as ``torch_defn`` does."""
+        if (
+            _ACTIVE.get(self.name) is self
+            and (modes._mode if self.execution_mode is None else self.execution_mode) == "kernel"
+            and not (self.debug or self.fast_math)
+            and not torch.compiler.is_compiling()
+        ):
+            # A specialization that ran before, called with plain arguments on
+            # plain tensors, is checked and launched in C++ without the
+            # dispatcher; None means the call needs the general path below,
+            # which raises every error a call can have.
+            try:
+                out = _C._fast_launch(
+                    self._fast, args, threads_per_grid, threads_per_thread_group, result_shapes
+                )
+            except RuntimeError as exc:
+                reraise_compile_error(exc)
+                raise
+            if out is not None:
+                return out
         active = _ACTIVE.get(self.name)
         if active is not self and (active is None or active._identity != self._identity):
             raise RuntimeError(
@@ -322,6 +347,15 @@ class TorchMetalKernel:
         if cached is None:
             cached = self._register(inputs, shapes)
             self._launch_cache[key] = cached
+            if key[2] == 0:  # the fast path serves default-option calls only
+                _C._fast_path_add(
+                    self._fast,
+                    [t.dtype for t in tensors],
+                    [t.dim() for t in tensors],
+                    list(key[1]),
+                    cached[0],
+                    cached[1],
+                )
         handle, dtypes = cached
         scalars = [v for v, s in zip(inputs, self._is_scalar) if s]
         flat = [d for s in shapes for d in s]
@@ -334,6 +368,13 @@ class TorchMetalKernel:
             raise
         return self._shape_results(outs)
 
+    def _arg_kinds(self) -> str:
+        """``register_kernel``'s ``arg_kinds``: one of ``t``/``i``/``f``/``b`` per input."""
+        return "".join(
+            _ARG_KIND[self.scalar_types[n]] if s else "t"
+            for n, s in zip(self.input_names, self._is_scalar)
+        )
+
     def registration(self, spec: Specialization) -> tuple:
         """The arguments of ``torch.ops.coreai_torch.register_kernel`` for ``spec``.
 
@@ -342,10 +383,7 @@ class TorchMetalKernel:
         Python (``docs/internals.md``).
         """
         entry, source = render_buffer_source(self.definition, spec)
-        kinds = "".join(
-            _ARG_KIND[self.scalar_types[n]] if s else "t"
-            for n, s in zip(self.input_names, self._is_scalar)
-        )
+        kinds = self._arg_kinds()
         tensor_names = [n for n, s in zip(self.input_names, self._is_scalar) if not s]
         return (
             self.name,

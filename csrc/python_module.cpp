@@ -1,6 +1,7 @@
 // The Python extension module coreai_torch._C. Importing it loads this
 // library, whose static initialisers register the coreai_torch operators
-// (csrc/ops.cpp); the functions here are test and benchmark hooks only.
+// (csrc/ops.cpp); the functions here are test and benchmark hooks, and the eager fast
+// path of a kernel call (fast_call.cpp).
 #ifndef COREAI_TORCH_NO_PYTHON
 
 #include <torch/extension.h>
@@ -9,6 +10,7 @@
 #include "cpu/fiber.h"
 #include "cpu/jit.h"
 #include "cpu/source_scan.h"
+#include "fast_call.h"
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "coreai_torch native library: registers torch.ops.coreai_torch";
@@ -39,6 +41,7 @@ PYBIND11_MODULE(_C, m) {
       },
       "The C++ compiler the CPU backend compiles kernels with.");
   m.def("_msl_directory", &coreai_torch::cpu::msl_directory);
+  coreai_torch::add_fast_call(m);
 }
 
 #endif  // COREAI_TORCH_NO_PYTHON

@@ -1,0 +1,248 @@
+"""The eager fast path of a kernel call (csrc/fast_call.cpp).
+
+A repeated call of a registered specialization with plain arguments is
+launched from C++ without the dispatcher. These tests check that it gives the
+same results as the general path, that every state which changes what a call
+does (modes, debug, autograd, tracing, redefinition, a new specialization) still
+reaches the general path, and that bad arguments after warm-up raise the same
+errors as before it.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from coreai_torch import _C, MetalCompileError, MetalParameter, TorchMetalKernel
+
+ID = [MetalParameter("id", "uint", "thread_position_in_grid")]
+GRID = {"threads_per_grid": (8, 1, 1), "threads_per_thread_group": (8, 1, 1)}
+
+
+def scaled_sum(x: torch.Tensor, y: torch.Tensor, k: int, s: float, neg: bool) -> torch.Tensor:
+    out = (x + y * k) * s
+    return -out if neg else out
+
+
+SCALED_SUM_SRC = """
+float v = (x[id] + y[id] * float(k)) * s;
+out[id] = neg ? -v : v;
+"""
+
+
+def two_results(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return x * 2, x + 1
+
+
+def list_results(x: torch.Tensor) -> list[torch.Tensor]:
+    return [x * 2, x + 1]
+
+
+TWO_SRC = "a[id] = x[id] * 2; b[id] = x[id] + 1;"
+
+
+def copy(x: torch.Tensor) -> torch.Tensor:
+    return x.clone()
+
+
+@pytest.fixture
+def scaled() -> TorchMetalKernel:
+    return TorchMetalKernel(
+        "fast_scaled_sum",
+        ["x", "y", "k", "s", "neg"],
+        ["out"],
+        SCALED_SUM_SRC,
+        scaled_sum,
+        metal_params=ID,
+    )
+
+
+def call_scaled(kernel, x, y, k=3, s=0.5, neg=True):
+    return kernel(x, y, k, s, neg, **GRID, result_shapes=[[8]])
+
+
+def test_repeated_calls_match_reference(scaled):
+    x, y = torch.randn(8), torch.randn(8)
+    # Each element is a few float32 operations in the same order on both sides.
+    for k, s, neg in [(3, 0.5, True), (-2, 1.25, False), (0, -3.0, True)]:
+        for _ in range(2):  # the second call is the fast path's
+            torch.testing.assert_close(
+                call_scaled(scaled, x, y, k, s, neg),
+                scaled_sum(x, y, k, s, neg),
+                rtol=1e-6,
+                atol=1e-6,
+            )
+
+
+@pytest.mark.parametrize(("defn", "kind"), [(two_results, tuple), (list_results, list)])
+def test_result_containers_as_torch_defn(defn, kind):
+    kernel = TorchMetalKernel(
+        f"fast_{kind.__name__}", ["x"], ["a", "b"], TWO_SRC, defn, metal_params=ID
+    )
+    x = torch.randn(8)
+    for _ in range(2):
+        out = kernel(x, **GRID, result_shapes=[[8], [8]])
+        assert type(out) is kind
+        torch.testing.assert_close(list(out), list(defn(x)), rtol=0, atol=0)
+
+
+def test_fast_launch_declines_what_it_does_not_handle(scaled):
+    x, y = torch.randn(8), torch.randn(8)
+    call_scaled(scaled, x, y)
+    fast = scaled._fast
+    grid, group = (8, 1, 1), (8, 1, 1)
+    assert _C._fast_launch(fast, (x, y, 3, 0.5, True), grid, group, [[8]]) is not None
+    declined = [
+        ((x.double(), y.double(), 3, 0.5, True), grid, group, [[8]]),  # new specialization
+        ((x, y, 3, 0.5, True), grid, group, [[2, 4]]),  # new result rank
+        ((x, y, 3.0, 0.5, True), grid, group, [[8]]),  # float for an int
+        ((x, y, 3, 1, True), grid, group, [[8]]),  # int for a float: general path converts
+        ((x, y, 3, 0.5, 1), grid, group, [[8]]),  # int for a bool
+        ((x, y, 2**31, 0.5, True), grid, group, [[8]]),  # outside int32
+        ((x, y, 3, float("nan"), True), grid, group, [[8]]),
+        ((x, torch.nn.Parameter(y), 3, 0.5, True), grid, group, [[8]]),  # a subclass
+        ((x, y, 3, 0.5, True), (8, 1), group, [[8]]),
+        ((x, y, 3, 0.5, True), grid, (8, 1, 0), [[8]]),
+        ((x, y, 3, 0.5, True), grid, (2048, 1, 1), [[8]]),
+        ((x, y, 3, 0.5, True), grid, group, [[]]),
+        ((x, y, 3, 0.5, True), grid, group, [[-8]]),
+        ((x, y, 3, 0.5, True), grid, group, [[8], [8]]),
+        ((x, y, 3, 0.5), grid, group, [[8]]),
+    ]
+    for inputs, g, t, shapes in declined:
+        assert _C._fast_launch(fast, inputs, g, t, shapes) is None, (inputs, g, t, shapes)
+    with torch.enable_grad():
+        xg = x.clone().requires_grad_()
+        assert _C._fast_launch(fast, (xg, y, 3, 0.5, True), grid, group, [[8]]) is None
+    with torch.inference_mode():
+        assert _C._fast_launch(fast, (x, y, 3, 0.5, True), grid, group, [[8]]) is not None
+
+    # Under vmap each row is a plain-looking 1-D float tensor; the transform
+    # shows in the thread's dispatch keys.
+    seen = []
+
+    def probe(row: torch.Tensor) -> torch.Tensor:
+        seen.append(_C._fast_launch(fast, (row, y, 3, 0.5, True), grid, group, [[8]]))
+        return row
+
+    torch.vmap(probe)(torch.randn(2, 8))
+    assert seen == [None]
+
+
+def test_errors_after_warm_up_are_unchanged(scaled):
+    x, y = torch.randn(8), torch.randn(8)
+    call_scaled(scaled, x, y)
+    with pytest.raises(TypeError, match="input 'k' is declared int in torch_defn, got float"):
+        call_scaled(scaled, x, y, k=3.0)
+    with pytest.raises(ValueError, match="int input 'k' = 2147483648 does not fit"):
+        call_scaled(scaled, x, y, k=2**31)
+    with pytest.raises(ValueError, match="float input 's' = inf is not finite"):
+        call_scaled(scaled, x, y, s=float("inf"))
+    with pytest.raises(ValueError, match="threads_per_thread_group entries must be >= 1"):
+        scaled(
+            x,
+            y,
+            3,
+            0.5,
+            True,
+            threads_per_grid=(8, 1, 1),
+            threads_per_thread_group=(0, 1, 1),
+            result_shapes=[[8]],
+        )
+    with pytest.raises(ValueError, match="must be a 3-tuple"):
+        scaled(
+            x,
+            y,
+            3,
+            0.5,
+            True,
+            threads_per_grid=(8, 1),
+            threads_per_thread_group=(8, 1, 1),
+            result_shapes=[[8]],
+        )
+    with pytest.raises(ValueError, match="rank-0 results are not supported"):
+        scaled(x, y, 3, 0.5, True, **GRID, result_shapes=[[]])
+    with pytest.raises(TypeError, match="takes 5 inputs"):
+        scaled(x, y, 3, 0.5, **GRID, result_shapes=[[8]])
+    with pytest.raises(RuntimeError, match=r"threads_per_grid entries must be in \[0, 2\^32 - 1\]"):
+        scaled(
+            x,
+            y,
+            3,
+            0.5,
+            True,
+            threads_per_grid=(2**32, 1, 1),
+            threads_per_thread_group=(8, 1, 1),
+            result_shapes=[[8]],
+        )
+
+
+def test_modes_and_options_still_apply(scaled):
+    x, y = torch.randn(8), torch.randn(8)
+    call_scaled(scaled, x, y)
+    calls = []
+
+    def counting(*args):
+        calls.append(args)
+        return scaled_sum(*args)
+
+    scaled.torch_defn = counting
+    scaled.execution_mode = "reference"
+    try:
+        call_scaled(scaled, x, y)
+    finally:
+        scaled.execution_mode = None
+    assert len(calls) == 1
+    call_scaled(scaled, x, y)
+    assert len(calls) == 1  # the kernel again
+    scaled.execution_mode = "fast"
+    try:
+        with pytest.raises(ValueError, match="execution_mode must be None or one of"):
+            call_scaled(scaled, x, y)
+    finally:
+        scaled.execution_mode = None
+
+
+def test_debug_mode_after_fast_calls():
+    # Writes only the first half of its result: only debug mode notices.
+    half = TorchMetalKernel(
+        "fast_half_write", ["x"], ["out"], "if (id < 4) out[id] = x[id];", copy, metal_params=ID
+    )
+    x = torch.randn(8)
+    half(x, **GRID, result_shapes=[[8]])
+    half(x, **GRID, result_shapes=[[8]])
+    half.debug = True
+    try:
+        with pytest.raises(RuntimeError, match="4 of 8 elements that the kernel never wrote"):
+            half(x, **GRID, result_shapes=[[8]])
+    finally:
+        half.debug = False
+
+
+def test_dispatch_modes_see_the_op(scaled):
+    x, y = torch.randn(8), torch.randn(8)
+    call_scaled(scaled, x, y)
+
+    class Recorder(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    with Recorder() as recorder:
+        call_scaled(scaled, x, y)
+    assert "coreai_metal_kernels.fast_scaled_sum.default" in recorder.ops
+
+
+def test_compile_errors_on_repeated_calls():
+    broken = TorchMetalKernel(
+        "fast_broken", ["x"], ["out"], "out[id] = x[id] +;", copy, metal_params=ID
+    )
+    x = torch.randn(8)
+    for _ in range(2):  # the second call reaches the registered specialization directly
+        with pytest.raises(MetalCompileError, match="src:1"):
+            broken(x, **GRID, result_shapes=[[8]])
