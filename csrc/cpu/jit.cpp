@@ -36,6 +36,9 @@ std::atomic<int64_t> g_disk_hits{0};
 
 constexpr const char* kCompileErrorMarker = "MetalCompileError: ";
 
+// coreai::kHeldMetaEntries in csrc/msl/coreai_msl/entry.h.
+constexpr size_t kHeldMetaEntries = 128;
+
 std::string getenv_string(const char* name) {
   const char* v = std::getenv(name);
   return v ? std::string(v) : std::string();
@@ -90,16 +93,64 @@ bool is_identifier(const std::string& s) {
   });
 }
 
-// The C-linkage functions the launcher looks up (see cpu_abi.h).
+// Metadata entries that hold a view's dimension-0 stride: the first entry of
+// each `array<int, R>{coreai_meta[k], ...}` of the buffer rendering
+// (internals.md §1). The group loop is specialised for these being 1, after
+// checking at run time that they are, so finding too many or too few only
+// costs speed.
+std::vector<size_t> innermost_stride_entries(const std::string& source) {
+  const std::string marker = "{coreai_meta[";
+  std::vector<size_t> entries;
+  for (size_t at = source.find(marker); at != std::string::npos;
+       at = source.find(marker, at + 1)) {
+    size_t k = 0;
+    size_t digit = at + marker.size();
+    for (; digit < source.size() && std::isdigit(static_cast<unsigned char>(source[digit]));
+         ++digit) {
+      k = k * 10 + static_cast<size_t>(source[digit] - '0');
+      if (k >= kHeldMetaEntries) break;
+    }
+    if (digit < source.size() && source[digit] == ']' && k < kHeldMetaEntries &&
+        std::find(entries.begin(), entries.end(), k) == entries.end()) {
+      entries.push_back(k);
+    }
+  }
+  return entries;
+}
+
+// The C-linkage functions the launcher looks up (see cpu_abi.h). The kernel's
+// buffer parameters come in as pointers (a tensor's data, a scalar's address),
+// the metadata buffer last. Loop mode binds them once per group, outside the
+// loop over threads (see held_arg in entry.h); fiber mode binds them per thread.
 std::string entry_shim(const KernelRecord& record) {
   const size_t tensor_inputs = std::count(record.arg_kinds.begin(), record.arg_kinds.end(), 't');
   const size_t results = record.tensor_names.size() - tensor_inputs;
   const size_t buffers = record.arg_kinds.size() + results + 1;  // + the metadata buffer
+  const size_t meta = buffers - 1;
+  // "b0, b1, ..." with `name(i)` for each buffer i.
+  auto each_buffer = [&](auto name) {
+    std::string list;
+    for (size_t i = 0; i < buffers; ++i) list += (i ? ", " : "") + name(i);
+    return list;
+  };
+  const std::string held = each_buffer([&](size_t i) {
+    return i == meta ? std::string("meta") : "held" + std::to_string(i) + ".get()";
+  });
+  // Fiber-mode kernels never run the group loop: no need to compile it twice.
+  const bool loop_mode = !needs_fibers(record.source);
+  // View strides of 1 that the group loop is specialised for.
+  const std::vector<size_t> unit =
+      loop_mode ? innermost_stride_entries(record.source) : std::vector<size_t>{};
   std::ostringstream s;
   s << "namespace {\n"
     << "using coreai_entry_type = decltype(&metal::" << record.entry << ");\n"
-    << "[[gnu::always_inline]] inline void coreai_call(void* const* a, const coreai_cpu_group& g, "
-       "const coreai_cpu_thread& t) {\n"
+    << "template <std::size_t I>\n"
+    << "using coreai_param = coreai::param_t<coreai_entry_type, I>;\n"
+    << "[[gnu::always_inline]] inline void coreai_call("
+    << each_buffer([](size_t i) {
+         return "coreai_param<" + std::to_string(i) + "> b" + std::to_string(i);
+       })
+    << ", const coreai_cpu_group& g, const coreai_cpu_thread& t) {\n"
     << "  (void)g; (void)t;\n"
     << "#ifdef COREAI_MSL_DEBUG\n"
     << "  const coreai::attr_value p = coreai::attr_thread_position_in_grid(g, t);\n"
@@ -107,11 +158,8 @@ std::string entry_shim(const KernelRecord& record) {
     << "  coreai::g_debug_thread_position[1] = p.y;\n"
     << "  coreai::g_debug_thread_position[2] = p.z;\n"
     << "#endif\n"
-    << "  metal::" << record.entry << "(";
-  for (size_t i = 0; i < buffers; ++i) {
-    s << (i ? ", " : "") << "coreai::bind_arg<coreai::param_t<coreai_entry_type, " << i
-      << ">>(a[" << i << "])";
-  }
+    << "  metal::" << record.entry << "("
+    << each_buffer([](size_t i) { return "b" + std::to_string(i); });
   for (const std::string& attr : record.thread_attrs) {
     s << ", coreai::attr_" << attr << "(g, t)";
   }
@@ -120,13 +168,66 @@ std::string entry_shim(const KernelRecord& record) {
     << "COREAI_CPU_EXPORT uint32_t coreai_cpu_kernel_abi(void) { return COREAI_CPU_ABI_VERSION; }\n"
     << "COREAI_CPU_EXPORT void coreai_cpu_kernel_init(const coreai_cpu_runtime* runtime) {\n"
     << "  coreai::g_runtime = runtime;\n}\n"
+    << "}  // extern \"C\"\n"
+    << "namespace {\n"
+    << "[[gnu::always_inline]] inline void coreai_group_loop(void* const* a, "
+       "const coreai_cpu_group* group) {\n"
+    << "  const coreai_cpu_group g = *group;\n";
+  for (size_t i = 0; i < meta; ++i) {
+    s << "  const coreai::held_arg<coreai_param<" << i << ">> held" << i << "(a[" << i << "]);\n";
+  }
+  s << "  using coreai_meta_type = std::remove_pointer_t<coreai_param<" << meta << ">>;\n"
+    << "  if (g.meta_count <= coreai::kHeldMetaEntries) {\n"
+    << "    std::remove_cv_t<coreai_meta_type> meta[coreai::kHeldMetaEntries];\n"
+    << "    std::memcpy(meta, a[" << meta << "], g.meta_count * sizeof(coreai_meta_type));\n";
+  if (!unit.empty()) {
+    // Storing the constant 1 over entries that hold 1 changes nothing but
+    // what the compiler knows: contiguous views, hence vector loads/stores.
+    const size_t last = *std::max_element(unit.begin(), unit.end());
+    s << "    if (g.meta_count > " << last;
+    for (size_t k : unit) s << " && meta[" << k << "] == 1";
+    s << ") {\n     ";
+    for (size_t k : unit) s << " meta[" << k << "] = 1;";
+    s << "\n      coreai::for_each_thread(g, [&](const coreai_cpu_thread& t) { coreai_call("
+      << held << ", g, t); });\n"
+      << "      return;\n"
+      << "    }\n";
+  }
+  s << "    coreai::for_each_thread(g, [&](const coreai_cpu_thread& t) { coreai_call(" << held
+    << ", g, t); });\n"
+    << "  } else {\n"
+    << "    coreai_meta_type* const meta = static_cast<coreai_meta_type*>(a[" << meta << "]);\n"
+    << "    coreai::for_each_thread(g, [&](const coreai_cpu_thread& t) { coreai_call(" << held
+    << ", g, t); });\n"
+    << "  }\n}\n";
+  if (loop_mode) {
+    s << "#if COREAI_CPU_AVX2_GROUP_LOOP\n"
+      << "[[gnu::target(\"avx2\")]] void coreai_group_loop_avx2(void* const* a, "
+         "const coreai_cpu_group* g) {\n"
+      << "  coreai_group_loop(a, g);\n}\n"
+      << "#endif\n";
+  }
+  s << "}  // namespace\n"
+    << "extern \"C\" {\n"
     << "COREAI_CPU_EXPORT void coreai_cpu_kernel_run_group(void* const* a, "
-       "const coreai_cpu_group* g) {\n"
-    << "  coreai::for_each_thread(*g, [&](const coreai_cpu_thread& t) { coreai_call(a, *g, t); "
-       "});\n}\n"
+       "const coreai_cpu_group* g) {\n";
+  if (loop_mode) {
+    s << "#if COREAI_CPU_AVX2_GROUP_LOOP\n"
+      << "  if (__builtin_cpu_supports(\"avx2\")) {\n"
+      << "    coreai_group_loop_avx2(a, g);\n"
+      << "    return;\n"
+      << "  }\n"
+      << "#endif\n";
+  }
+  s << "  coreai_group_loop(a, g);\n}\n"
     << "COREAI_CPU_EXPORT void coreai_cpu_kernel_run_thread(void* const* a, "
        "const coreai_cpu_group* g, const coreai_cpu_thread* t) {\n"
-    << "  coreai_call(a, *g, *t);\n}\n"
+    << "  coreai_call("
+    << each_buffer([](size_t i) {
+         return "coreai::bind_arg<coreai_param<" + std::to_string(i) + ">>(a[" +
+                std::to_string(i) + "])";
+       })
+    << ", *g, *t);\n}\n"
     << "}  // extern \"C\"\n";
   return s.str();
 }

@@ -73,6 +73,7 @@ uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 void run_groups(const KernelLibrary& lib, void* const* ptrs, const LaunchArgs& args,
                 LaunchState& state) {
   coreai_cpu_group proto{};
+  proto.meta_count = static_cast<uint32_t>(args.meta.size());
   int64_t total = 1;
   for (int d = 0; d < 3; ++d) {
     proto.grid[d] = args.grid[d];

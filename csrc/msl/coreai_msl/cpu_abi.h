@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#define COREAI_CPU_ABI_VERSION 2
+#define COREAI_CPU_ABI_VERSION 3
 
 // Metal's SIMD-group width on Apple GPUs; quad-groups are 4 lanes.
 #define COREAI_CPU_SIMD_WIDTH 32
@@ -30,6 +30,7 @@ typedef struct coreai_cpu_group {
   uint32_t grid[3];             // threads_per_grid
   uint32_t groups_per_grid[3];  // threadgroups_per_grid
   uint32_t thread_count;        // size[0] * size[1] * size[2]
+  uint32_t meta_count;          // int32 entries in the metadata buffer (the last argument)
 } coreai_cpu_group;
 
 // One thread of a threadgroup.

@@ -5,12 +5,25 @@
 #define COREAI_MSL_ENTRY_H
 
 #include <cstdint>
+#include <cstring>
 #include <tuple>
 #include <type_traits>
 
 #include "cpu_abi.h"
 
 #define COREAI_CPU_EXPORT __attribute__((visibility("default")))
+
+// x86-64: the loop-mode group loop is also compiled for AVX2, and the library
+// picks that copy when the CPU has it, so a cached library still runs on any
+// x86-64. AVX2 brings masked stores, which let the loop vectorizer handle the
+// bounds check most kernels put around their stores. Only "avx2": "x86-64-v3"
+// would also enable FMA, and contracting a * b + c into one rounding would
+// change results.
+#if defined(__x86_64__)
+#define COREAI_CPU_AVX2_GROUP_LOOP 1
+#else
+#define COREAI_CPU_AVX2_GROUP_LOOP 0
+#endif
 
 namespace coreai {
 
@@ -36,6 +49,29 @@ inline P bind_arg(void* arg) {
     return *static_cast<std::remove_reference_t<P>*>(arg);
   }
 }
+
+// Loop mode binds every argument once per group, into locals of the group
+// loop. A pointer is held by value; a constant reference (a scalar or a 0-d
+// tensor, read-only) is held as a copy of its value. The kernel body then
+// reads values that the compiler knows are private to the loop and always
+// readable, so it hoists them out of the loop over threads even when the body
+// uses them only behind a branch (a bounds check).
+template <class P>
+struct held_arg {
+  P value;
+  explicit held_arg(void* arg) : value(bind_arg<P>(arg)) {}
+  P get() const { return value; }
+};
+template <class T>
+struct held_arg<const T&> {
+  T value;
+  explicit held_arg(void* arg) : value(bind_arg<const T&>(arg)) {}
+  const T& get() const { return value; }
+};
+
+// Metadata buffers up to this many entries are copied into the group loop's
+// stack frame, for the same reason; longer ones are read where they are.
+inline constexpr std::uint32_t kHeldMetaEntries = 128;
 
 template <class T>
 struct attr_lanes {
