@@ -110,7 +110,8 @@ inline T elementwise(const T& a, const T& b, F f) {
 }
 
 // min/max that return the other operand when one is NaN, like metal::fmin/fmax.
-struct min_op {
+template <bool Max>
+struct extremum_op {
   template <class T>
   T operator()(const T& a, const T& b) const {
     return elementwise(a, b, [](auto x, auto y) {
@@ -118,22 +119,12 @@ struct min_op {
         if (x != x) return y;
         if (y != y) return x;
       }
-      return y < x ? y : x;
+      return (Max ? x < y : y < x) ? y : x;
     });
   }
 };
-struct max_op {
-  template <class T>
-  T operator()(const T& a, const T& b) const {
-    return elementwise(a, b, [](auto x, auto y) {
-      if constexpr (!std::is_integral_v<decltype(x)>) {
-        if (x != x) return y;
-        if (y != y) return x;
-      }
-      return x < y ? y : x;
-    });
-  }
-};
+using min_op = extremum_op<false>;
+using max_op = extremum_op<true>;
 struct sum_op {
   template <class T>
   T operator()(const T& a, const T& b) const { return a + b; }
