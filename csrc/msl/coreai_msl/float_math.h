@@ -151,10 +151,14 @@ inline X fract(X x) {
   });
 }
 
-#define COREAI_MSL_BINARY(name, expression)                                                  \
-  template <detail::floating X>                                                              \
-  inline X name(X x, X y) {                                                                  \
-    return detail::map_via_float(x, y, [](float a, float b) -> float { return expression; }); \
+// Binary and ternary functions take mixed argument types by Metal's rule
+// (detail::math_operand_t): both arguments convert to the operand type first.
+#define COREAI_MSL_BINARY(name, expression)                                       \
+  template <class T, class U, class O = detail::math_operand_t<T, U>>             \
+    requires detail::floating<O>                                                  \
+  inline O name(T x, U y) {                                                       \
+    return detail::map_via_float(O(x), O(y),                                      \
+                                 [](float a, float b) -> float { return expression; }); \
   }
 
 COREAI_MSL_BINARY(pow, std::pow(a, b))
@@ -174,16 +178,19 @@ COREAI_MSL_BINARY(divide, a / b)
 
 #undef COREAI_MSL_BINARY
 
-template <detail::floating X>
-inline X nextafter(X x, X y) {
-  return detail::map_components(x, y, [](auto a, auto b) { return detail::next_after(a, b); });
+template <class T, class U, class O = detail::math_operand_t<T, U>>
+  requires detail::floating<O>
+inline O nextafter(T x, U y) {
+  return detail::map_components(O(x), O(y),
+                                [](auto a, auto b) { return detail::next_after(a, b); });
 }
 
-#define COREAI_MSL_TERNARY(name, expression)                            \
-  template <detail::floating X>                                         \
-  inline X name(X x, X y, X z) {                                        \
-    return detail::map_via_float(x, y, z, [](float a, float b, float c) \
-                                              -> float { return expression; }); \
+#define COREAI_MSL_TERNARY(name, expression)                                      \
+  template <class T, class U, class V, class O = detail::math_operand3_t<T, U, V>> \
+    requires detail::floating<O>                                                  \
+  inline O name(T x, U y, V z) {                                                  \
+    return detail::map_via_float(O(x), O(y), O(z), [](float a, float b, float c)  \
+                                                       -> float { return expression; }); \
   }
 
 COREAI_MSL_TERNARY(mix, a + (b - a) * c)
@@ -204,9 +211,11 @@ COREAI_MSL_TERNARY(smoothstep, [&] {
 
 // fma of half or bfloat operands: the product is exact in double and the sum
 // is rounded once there, then once more to the narrow type.
-template <detail::floating X>
-inline X fma(X x, X y, X z) {
+template <class T, class U, class V, class X = detail::math_operand3_t<T, U, V>>
+  requires detail::floating<X>
+inline X fma(T a0, U b0, V c0) {
   using E = detail::element_t<X>;
+  const X x = X(a0), y = X(b0), z = X(c0);
   if constexpr (std::same_as<E, float>) {
     return detail::map_components(x, y, z, [](float a, float b, float c) { return std::fma(a, b, c); });
   } else {
@@ -214,40 +223,6 @@ inline X fma(X x, X y, X z) {
       return static_cast<E>(static_cast<double>(a) * static_cast<double>(b) + static_cast<double>(c));
     });
   }
-}
-
-// Overloads taking a scalar where Metal allows one in place of a vector.
-template <detail::float_vector V>
-inline V min(V x, detail::element_t<V> y) {
-  return min(x, V(y));
-}
-template <detail::float_vector V>
-inline V max(V x, detail::element_t<V> y) {
-  return max(x, V(y));
-}
-template <detail::float_vector V>
-inline V fmin(V x, detail::element_t<V> y) {
-  return fmin(x, V(y));
-}
-template <detail::float_vector V>
-inline V fmax(V x, detail::element_t<V> y) {
-  return fmax(x, V(y));
-}
-template <detail::float_vector V>
-inline V clamp(V x, detail::element_t<V> low, detail::element_t<V> high) {
-  return clamp(x, V(low), V(high));
-}
-template <detail::float_vector V>
-inline V mix(V x, V y, detail::element_t<V> a) {
-  return mix(x, y, V(a));
-}
-template <detail::float_vector V>
-inline V step(detail::element_t<V> edge, V x) {
-  return step(V(edge), x);
-}
-template <detail::float_vector V>
-inline V smoothstep(detail::element_t<V> edge0, detail::element_t<V> edge1, V x) {
-  return smoothstep(V(edge0), V(edge1), x);
 }
 
 // Returns sin(x) and stores cos(x) in cosine.

@@ -22,6 +22,14 @@ struct numeric_limits<half> {
   static constexpr bool has_infinity = true;
   static constexpr bool has_quiet_NaN = true;
   static constexpr bool has_signaling_NaN = true;
+  static constexpr std::float_denorm_style has_denorm = std::denorm_present;
+  static constexpr bool has_denorm_loss = false;
+  static constexpr std::float_round_style round_style = std::round_to_nearest;
+  static constexpr bool is_iec559 = true;  // IEEE 754 binary16
+  static constexpr bool is_bounded = true;
+  static constexpr bool is_modulo = false;
+  static constexpr bool traps = false;
+  static constexpr bool tinyness_before = false;
   static constexpr int digits = 11;
   static constexpr int digits10 = 3;
   static constexpr int max_digits10 = 5;
@@ -50,6 +58,14 @@ struct numeric_limits<bfloat> {
   static constexpr bool has_infinity = true;
   static constexpr bool has_quiet_NaN = true;
   static constexpr bool has_signaling_NaN = true;
+  static constexpr std::float_denorm_style has_denorm = std::denorm_present;
+  static constexpr bool has_denorm_loss = false;
+  static constexpr std::float_round_style round_style = std::round_to_nearest;
+  static constexpr bool is_iec559 = false;  // not an IEEE 754 interchange format
+  static constexpr bool is_bounded = true;
+  static constexpr bool is_modulo = false;
+  static constexpr bool traps = false;
+  static constexpr bool tinyness_before = false;
   static constexpr int digits = 8;
   static constexpr int digits10 = 2;
   static constexpr int max_digits10 = 4;
@@ -114,7 +130,114 @@ struct numeric_limits<bfloat> {
 #define M_SQRT2_H 1.41421356237309504880168872420969808f16
 #define M_SQRT1_2_H 0.707106781186547524400844362104849039f16
 
-// <metal_types> limits spelled as macros.
+// The limits Metal spells as macros (MSL specification, "Numeric Limits"),
+// defined here rather than taken from <cfloat> and <climits> so that only
+// Metal's names exist (no DBL_*) and half has its own set. Each has the value
+// of the matching numeric_limits member.
+#ifndef FLT_DIG
+#define FLT_DIG 6
+#endif
+#ifndef FLT_MANT_DIG
+#define FLT_MANT_DIG 24
+#endif
+#ifndef FLT_MAX_10_EXP
+#define FLT_MAX_10_EXP +38
+#endif
+#ifndef FLT_MAX_EXP
+#define FLT_MAX_EXP +128
+#endif
+#ifndef FLT_MIN_10_EXP
+#define FLT_MIN_10_EXP -37
+#endif
+#ifndef FLT_MIN_EXP
+#define FLT_MIN_EXP -125
+#endif
+#ifndef FLT_RADIX
+#define FLT_RADIX 2
+#endif
+#ifndef FLT_MAX
+#define FLT_MAX 0x1.fffffep127f
+#endif
+#ifndef FLT_MIN
+#define FLT_MIN 0x1p-126f
+#endif
+#ifndef FLT_EPSILON
+#define FLT_EPSILON 0x1p-23f
+#endif
+
+#ifndef HALF_DIG
+#define HALF_DIG 3
+#endif
+#ifndef HALF_MANT_DIG
+#define HALF_MANT_DIG 11
+#endif
+#ifndef HALF_MAX_10_EXP
+#define HALF_MAX_10_EXP +4
+#endif
+#ifndef HALF_MAX_EXP
+#define HALF_MAX_EXP +16
+#endif
+#ifndef HALF_MIN_10_EXP
+#define HALF_MIN_10_EXP -4
+#endif
+#ifndef HALF_MIN_EXP
+#define HALF_MIN_EXP -13
+#endif
+#ifndef HALF_RADIX
+#define HALF_RADIX 2
+#endif
+#ifndef HALF_MAX
 #define HALF_MAX MAXHALF
+#endif
+#ifndef HALF_MIN
 #define HALF_MIN 0x1p-14f16
+#endif
+#ifndef HALF_EPSILON
 #define HALF_EPSILON 0x1p-10f16
+#endif
+
+#ifndef CHAR_BIT
+#define CHAR_BIT 8
+#endif
+#ifndef SCHAR_MAX
+#define SCHAR_MAX 127
+#endif
+#ifndef SCHAR_MIN
+#define SCHAR_MIN (-128)
+#endif
+#ifndef UCHAR_MAX
+#define UCHAR_MAX 255
+#endif
+#ifndef CHAR_MAX
+#define CHAR_MAX SCHAR_MAX
+#endif
+#ifndef CHAR_MIN
+#define CHAR_MIN SCHAR_MIN
+#endif
+#ifndef USHRT_MAX
+#define USHRT_MAX 65535
+#endif
+#ifndef SHRT_MAX
+#define SHRT_MAX 32767
+#endif
+#ifndef SHRT_MIN
+#define SHRT_MIN (-32768)
+#endif
+#ifndef UINT_MAX
+#define UINT_MAX 0xffffffffu
+#endif
+#ifndef INT_MAX
+#define INT_MAX 2147483647
+#endif
+#ifndef INT_MIN
+#define INT_MIN (-2147483647 - 1)
+#endif
+#ifndef ULONG_MAX
+#define ULONG_MAX 0xfffffffffffffffful
+#endif
+#ifndef LONG_MAX
+#define LONG_MAX 9223372036854775807l
+#endif
+#ifndef LONG_MIN
+#define LONG_MIN (-9223372036854775807l - 1)
+#endif
