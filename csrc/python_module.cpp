@@ -18,17 +18,25 @@ PYBIND11_MODULE(_C, m) {
         pybind11::arg("round_trips"),
         "Measured cost of one fiber context switch, in nanoseconds.");
   m.def(
-      "_rewrite_threadgroup",
-      [](const std::string& s) { return coreai_torch::cpu::rewrite_threadgroup(s); },
-      "The CPU backend's threadgroup rewrite of a Metal source.");
+      "_metal_to_cpp",
+      [](const std::string& s) { return coreai_torch::cpu::metal_to_cpp(s); },
+      "The C++ the CPU backend compiles for a Metal source (all text passes).");
+  m.def(
+      "_rewrite_address_spaces",
+      [](const std::string& s) { return coreai_torch::cpu::rewrite_address_spaces(s); },
+      "The CPU backend's address-space pass over a Metal source.");
+  m.def(
+      "_drop_metal_namespace_reopening",
+      [](const std::string& s) { return coreai_torch::cpu::drop_metal_namespace_reopening(s); },
+      "The CPU backend's pass that merges `namespace metal { ... }` into the kernel's namespace.");
+  m.def(
+      "_rewrite_conversions",
+      [](const std::string& s) { return coreai_torch::cpu::rewrite_conversions(s); },
+      "The CPU backend's pass giving vector casts Metal's meaning.");
   m.def(
       "_rewrite_half_literals",
       [](const std::string& s) { return coreai_torch::cpu::rewrite_half_literals(s); },
       "The CPU backend's rewrite of Metal half literals (1.5h) to C++ (1.5f16).");
-  m.def(
-      "_reject_c_style_vector_casts",
-      [](const std::string& s) { return coreai_torch::cpu::reject_c_style_vector_casts(s); },
-      "The CPU backend's renaming of C-style vector casts into a compile error.");
   m.def(
       "_needs_fibers", [](const std::string& s) { return coreai_torch::cpu::needs_fibers(s); },
       "Whether the CPU backend runs this Metal source in fiber mode.");

@@ -371,7 +371,7 @@ std::string translation_unit(const KernelRecord& record) {
   tu += "#include <coreai_msl_cpu.h>\n";
   tu += "namespace metal {\n";
   tu += "#line 1 \"kernel_rendering\"\n";
-  tu += reject_c_style_vector_casts(rewrite_half_literals(rewrite_threadgroup(record.source)));
+  tu += metal_to_cpp(record.source);
   tu += "\n}  // namespace metal\n";
   tu += "#line 1 \"coreai_entry_shim\"\n";
   tu += entry_shim(record);

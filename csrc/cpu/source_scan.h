@@ -1,6 +1,7 @@
-// Text-level passes over a kernel's Metal source, done before it is compiled
-// as C++ (docs/internals.md §3). Both keep every line where it was, so the
-// compiler's #line-mapped messages still point at the user's own lines.
+// Text-level passes that turn a kernel's Metal source into the C++ the CPU
+// backend compiles (docs/internals.md §3, docs/cpu.md). Every pass keeps each
+// line where it was, so the compiler's #line-mapped messages still point at the
+// user's own lines; comments, string and character literals are left alone.
 #pragma once
 
 #include <string>
@@ -8,28 +9,44 @@
 
 namespace coreai_torch::cpu {
 
-// Rewrites the `threadgroup` address space: in a declaration of storage
-// (`threadgroup float tile[16][16];`) it becomes `static thread_local`, which
-// is private to the OS thread that runs the whole group; in front of a pointer
-// or a reference (`threadgroup float* p`, casts included) it is dropped.
-// Comments, string and character literals are left alone.
-std::string rewrite_threadgroup(std::string_view source);
+// All the passes below, in order: what translation_unit() compiles.
+std::string metal_to_cpp(std::string_view source);
+
+// Address spaces (coreai_msl/address_space.h). A pointer declarator
+// `device T*`, `threadgroup T*` or `constant T*` (with any cv-qualifiers around
+// the address space) becomes `::coreai::device_ptr<T>`, `threadgroup_ptr<T>` or
+// `constant_ptr<const T>`, so overloads and specialisations per address space
+// coexist; reinterpret_cast and its kin to such a type become
+// ::coreai::pointer_cast. Storage `threadgroup T name[N]...;` becomes
+// `static thread_local` storage (private to the OS thread that runs the whole
+// group) plus a `const ::coreai::threadgroup_ptr<...>` with the array's name;
+// other threadgroup storage just becomes static thread_local. On references,
+// template arguments and member-function qualifiers `threadgroup` is dropped
+// (`device` and `constant` are macros: nothing and const). The parameters of
+// the `[[kernel]]` function keep plain pointers: the launcher binds them.
+std::string rewrite_address_spaces(std::string_view source);
+
+// `namespace metal {` at the top level of the source (helper code adding to
+// Metal's namespace, as MLX does) is dropped together with its closing brace:
+// the whole kernel is already compiled inside namespace metal.
+std::string drop_metal_namespace_reopening(std::string_view source);
+
+// Casts with Metal's meaning (coreai_msl/conversion.h). `(T)x`, where T is a
+// Metal vector type, vec<...>, a typedef or alias, or a template type
+// parameter, becomes `::coreai::cast_to<T>->*x`; `T(args)` with T a typedef,
+// alias, template type parameter or vec<...> becomes
+// `::coreai::construct<T>(args)`. Vector operands then convert component by
+// component where clang would reinterpret the bits.
+std::string rewrite_conversions(std::string_view source);
 
 // Metal's half literals (`1.5h`, `2e-3h`) spelled as C++'s `_Float16` literals
-// (`1.5f16`): the same value, rounded once to half. Comments, strings and
-// directives are left alone.
+// (`1.5f16`): the same value, rounded once to half. Directives are left alone.
 std::string rewrite_half_literals(std::string_view source);
 
-// clang compiles `(float4)v` with a vector `v` as a bit cast where Metal
-// converts the values. Such casts are renamed into an undeclared identifier
-// that says what to write instead (`float4(v)`), so they fail to compile at
-// the user's line rather than give wrong numbers. Casts of literals (which
-// splat, as in Metal), sizeof(float4) and unnamed parameters are untouched.
-std::string reject_c_style_vector_casts(std::string_view source);
-
-// True if the source calls a barrier, a SIMD-group or a quad-group function
-// (an identifier threadgroup_barrier, simdgroup_barrier, simd_* or quad_*
-// followed by `(`): such kernels need one fiber per thread.
+// True if the source calls a barrier, a SIMD-group or quad-group function
+// (threadgroup_barrier, simd_*, quad_*, simdgroup_*), or names a cooperative
+// execution scope of MetalPerformancePrimitives (execution_simdgroup(s)): such
+// kernels need one fiber per thread.
 bool needs_fibers(std::string_view source);
 
 }  // namespace coreai_torch::cpu

@@ -20,15 +20,19 @@
 #include "coreai_msl/cpu_abi.h"
 #include "coreai_msl/entry.h"
 #include "coreai_msl/runtime.h"
+#include "coreai_msl/simdgroup_matrix.h"
 #include "coreai_msl/sync.h"
 #include "coreai_msl/tensor.h"
 
-// Metal's address-space qualifiers. Device and thread memory are ordinary
-// memory on the CPU; `constant` data is read-only. `threadgroup` is not a
-// macro: the JIT rewrites it (storage becomes `static thread_local`, which is
-// private to the OS thread running the group; on pointers and references it is
-// dropped), so a use the rewrite did not handle is a compile error rather than
-// silently per-thread memory.
+// Metal's address-space qualifiers. The JIT's address-space pass
+// (csrc/cpu/source_scan.h) turns `device T*`, `constant T*` and
+// `threadgroup T*` into pointers tagged with their address space
+// (coreai_msl/address_space.h); what it leaves are these words on references,
+// template arguments and member functions, where device and thread memory are
+// ordinary memory and `constant` data is read-only. `threadgroup` is not a
+// macro: the pass rewrites every use it understands (storage becomes
+// `static thread_local`, private to the OS thread running the group), so a use
+// it did not is a compile error rather than silently per-thread memory.
 #define device
 #define constant const
 #define thread

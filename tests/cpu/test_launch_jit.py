@@ -19,32 +19,73 @@ GID = [("id", "uint", "thread_position_in_grid")]
 HERE = Path(__file__).parent
 
 
-# ---- the threadgroup rewrite and the fiber-mode scan -----------------------------
+# ---- the address-space pass and the fiber-mode scan ------------------------------
 
 
 @pytest.mark.parametrize(
     ("source", "expected"),
     [
-        ("threadgroup float tile[16][16];", "static thread_local float tile[16][16];"),
+        (
+            "threadgroup float tile[16][16];",
+            "static thread_local float coreai_threadgroup_tile[16][16]; "
+            "const ::coreai::threadgroup_ptr<float[16]> tile = coreai_threadgroup_tile;",
+        ),
         ("threadgroup float a[4], b[4];", "static thread_local float a[4], b[4];"),
         ("threadgroup metal::atomic<int> n;", "static thread_local metal::atomic<int> n;"),
-        ("threadgroup float* p = tile;", "            float* p = tile;"),
+        ("threadgroup float* p = tile;", "::coreai::threadgroup_ptr<float> p = tile;"),
         ("void f(threadgroup const half& r);", "void f(            const half& r);"),
-        ("auto q = (threadgroup float4*)p;", "auto q = (            float4*)p;"),
+        (
+            "auto q = (threadgroup float4*)p;",
+            "auto q = (::coreai::threadgroup_ptr<float4>)p;",
+        ),
+        (
+            "const device T* a, constant int* b",
+            "::coreai::device_ptr<const T> a, ::coreai::constant_ptr<const int> b",
+        ),
+        ("device float *a, *b;", "::coreai::device_ptr<float>a,  b;"),
+        (
+            "auto p = reinterpret_cast<device half4*>(q);",
+            "auto p = ::coreai::pointer_cast<::coreai::device_ptr<half4>>(q);",
+        ),
+        (
+            "tensor<threadgroup half, dextents<int, 2>> t",
+            "tensor<            half, dextents<int, 2>> t",
+        ),
+        ("device float& r = x[0];", None),  # device is a macro on references
+        # The kernel's own parameters stay plain pointers: the launcher binds them.
+        ("[[kernel]] void k(device float* x [[buffer(0)]]) {}", None),
         ("threadgroup_barrier(mem_flags::mem_threadgroup);", None),
         ("// threadgroup float x[4];\n", None),
         ('const char* s = "threadgroup float x[4];";', None),
         ("#define TG threadgroup float\n", None),
     ],
 )
-def test_threadgroup_rewrite(source: str, expected: str | None) -> None:
-    assert C._rewrite_threadgroup(source) == (source if expected is None else expected)
+def test_address_space_pass(source: str, expected: str | None) -> None:
+    assert C._rewrite_address_spaces(source) == (source if expected is None else expected)
 
 
-def test_threadgroup_rewrite_keeps_every_line() -> None:
-    source = "a\nthreadgroup float t[2];\n/* threadgroup\n */ threadgroup int* p;\n"
-    out = C._rewrite_threadgroup(source)
+def test_address_space_pass_keeps_every_line() -> None:
+    source = (
+        "a\nthreadgroup float t[2];\n/* threadgroup\n */ threadgroup int* p;\n"
+        "const device\nfloat* q;\n"
+    )
+    out = C._rewrite_address_spaces(source)
     assert out.count("\n") == source.count("\n")
+    assert out.splitlines()[1].startswith("static thread_local float coreai_threadgroup_t[2];")
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("namespace metal {\nint f();\n}\n", "\nint f();\n \n"),
+        ("namespace metal::detail { int g(); }", "namespace detail { int g(); }"),
+        # Another namespace's metal, and using-directives, are left alone.
+        ("namespace mlx { namespace metal { int h(); } }", None),
+        ("using namespace metal;", None),
+    ],
+)
+def test_metal_namespace_reopening_is_merged(source: str, expected: str | None) -> None:
+    assert C._drop_metal_namespace_reopening(source) == (source if expected is None else expected)
 
 
 @pytest.mark.parametrize(
@@ -57,6 +98,12 @@ def test_threadgroup_rewrite_keeps_every_line() -> None:
         ("float s = simd_sum (x);", True),
         ("float s = quad_broadcast(x, 0);", True),
         ("#define SUM(x) simd_sum(x)\n", True),  # a macro body counts
+        ("simdgroup_multiply_accumulate(c, a, b, c);", True),
+        ("simdgroup_load(m, p, 8);", True),
+        ("auto d = simdgroup_matrix<float, 8, 8>(1.0f);", True),
+        ("simdgroup_float8x8 m = make_filled_simdgroup_matrix<float, 8>(0.f);", False),
+        ("matmul2d<desc, execution_simdgroups<4>> op;", True),
+        ("matmul2d<desc, execution_thread> op;", False),
     ],
 )
 def test_fiber_mode_scan(source: str, fibers: bool) -> None:

@@ -23,14 +23,18 @@
 //   integer.h         integer functions
 //   relational.h      all, any, select, isnan ...
 //   geometric.h       dot, length, normalize, cross ...
-//   numeric_limits.h  metal::numeric_limits, M_PI_F and the other constants
+//   numeric_limits.h  metal::numeric_limits, FLT_MAX, M_PI_F and the other constants
+//   type_traits.h     <metal_type_traits>: is_floating_point_v<half> ... make_unsigned_t
+//   matrix.h          float4x4, half2x4 ...: constructors, products, transpose, determinant
+//   address_space.h   pointers tagged with their address space (device_ptr<T> ...)
+//   conversion.h      Metal's vector casts, for the code the CPU backend's passes write
 //   atomic.h          atomic<T> and the atomic_*_explicit functions
 //   unavailable.h     C math names Metal lacks, rejected with a message
 #pragma once
 
 // Part of the JIT cache key: bump it whenever a kernel could compile or
 // behave differently.
-#define COREAI_MSL_VERSION 1
+#define COREAI_MSL_VERSION 2
 
 // 32-byte vectors (long4, ulong4) passed by value without AVX use another
 // calling convention than with it. A kernel is one translation unit whose
@@ -48,5 +52,9 @@
 #include "relational.h"
 #include "geometric.h"
 #include "numeric_limits.h"
+#include "address_space.h"
+#include "type_traits.h"
+#include "matrix.h"
+#include "conversion.h"
 #include "atomic.h"
 #include "unavailable.h"

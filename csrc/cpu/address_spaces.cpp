@@ -1,0 +1,236 @@
+// The address-space pass and the `namespace metal` pass (source_scan.h).
+#include <algorithm>
+#include <array>
+#include <string>
+
+#include "cpu/metal_tokens.h"
+#include "cpu/source_scan.h"
+
+namespace coreai_torch::cpu {
+namespace {
+
+bool is(std::string_view s, const std::vector<Token>& t, size_t k, std::string_view word) {
+  return k < t.size() && text(s, t[k]) == word;
+}
+
+bool is_space_word(std::string_view w) {
+  return w == "device" || w == "constant" || w == "threadgroup";
+}
+
+bool is_cv(std::string_view w) { return w == "const" || w == "volatile"; }
+
+// Index just past the `>` that closes the `<` at tokens[open].
+size_t skip_angles(std::string_view s, const std::vector<Token>& t, size_t open) {
+  int angles = 0, parens = 0;
+  for (size_t k = open; k < t.size(); ++k) {
+    const std::string_view w = text(s, t[k]);
+    if (w == "(") ++parens;
+    if (w == ")") --parens;
+    if (parens > 0) continue;
+    if (w == "<") ++angles;
+    if (w == ">" && --angles == 0) return k + 1;
+    if (w == ";" || w == "{" || w == "}" || parens < 0) break;
+  }
+  return t.size();
+}
+
+// Index just past the bracket, parenthesis or brace that closes tokens[open].
+size_t skip_group(std::string_view s, const std::vector<Token>& t, size_t open) {
+  int depth = 0;
+  for (size_t k = open; k < t.size(); ++k) {
+    const std::string_view w = text(s, t[k]);
+    if (w == "(" || w == "[" || w == "{") ++depth;
+    if ((w == ")" || w == "]" || w == "}") && --depth == 0) return k + 1;
+  }
+  return t.size();
+}
+
+// Tokens inside the parameter lists of kernel functions (`[[kernel]] void f(...)`
+// or `kernel void f(...)`): the launcher binds those as plain pointers.
+std::vector<bool> kernel_parameters(std::string_view s, const std::vector<Token>& t) {
+  std::vector<bool> inside(t.size(), false);
+  for (size_t k = 0; k < t.size(); ++k) {
+    if (text(s, t[k]) != "kernel" || t[k].kind != TokenKind::Identifier) continue;
+    const bool attribute = k >= 2 && is(s, t, k - 1, "[") && is(s, t, k - 2, "[");
+    if (!attribute && !is(s, t, k + 1, "void")) continue;
+    size_t open = k + 1;
+    while (open < t.size() && text(s, t[open]) != "(" && text(s, t[open]) != ";") ++open;
+    if (!is(s, t, open, "(")) continue;
+    const size_t close = skip_group(s, t, open);
+    std::fill(inside.begin() + open, inside.begin() + std::min(close, t.size()), true);
+  }
+  return inside;
+}
+
+struct TypeSpan {
+  size_t end;        // first token after the type
+  int identifiers;   // identifiers in it (a declarator name counts too)
+};
+
+// The type after an address-space word at `k`: identifiers, `::` and template
+// argument lists.
+TypeSpan type_after(std::string_view s, const std::vector<Token>& t, size_t k) {
+  TypeSpan span{k + 1, 0};
+  while (span.end < t.size()) {
+    const Token& tok = t[span.end];
+    const std::string_view w = text(s, tok);
+    if (tok.kind == TokenKind::Identifier) {
+      if (is_space_word(w)) break;
+      ++span.identifiers;
+      ++span.end;
+    } else if (w == "::") {
+      ++span.end;
+    } else if (w == "<" && span.identifiers > 0) {
+      span.end = skip_angles(s, t, span.end);
+    } else {
+      break;
+    }
+  }
+  return span;
+}
+
+std::string blank(std::string_view word) { return std::string(word.size(), ' '); }
+
+// `threadgroup T name[D1][D2]...;` as storage plus a tagged pointer with the
+// array's name, so that the name used in an expression is a threadgroup
+// pointer as in Metal. Returns false for other declarations.
+bool rewrite_threadgroup_array(std::string_view s, const std::vector<Token>& t, size_t k,
+                               const TypeSpan& span, SourceEdits& edits) {
+  const size_t name = span.end - 1;
+  if (t[name].kind != TokenKind::Identifier || name <= k + 1) return false;
+  size_t end = span.end;
+  std::vector<std::pair<size_t, size_t>> dims;
+  while (is(s, t, end, "[")) {
+    const size_t close = skip_group(s, t, end);
+    if (close >= t.size()) return false;
+    dims.emplace_back(t[end].begin, t[close - 1].end);
+    end = close;
+  }
+  if (dims.empty() || !is(s, t, end, ";")) return false;
+  const std::string type(s.substr(t[k + 1].begin, t[name - 1].end - t[k + 1].begin));
+  const std::string id(text(s, t[name]));
+  std::string all_dims, inner_dims;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    const std::string dim(s.substr(dims[d].first, dims[d].second - dims[d].first));
+    all_dims += dim;
+    if (d > 0) inner_dims += dim;
+  }
+  const std::string storage = "coreai_threadgroup_" + id;
+  edits.replace(t[k].begin, t[end].end,
+                "static thread_local " + type + " " + storage + all_dims + "; const ::coreai::" +
+                    "threadgroup_ptr<" + type + inner_dims + "> " + id + " = " + storage + ";");
+  return true;
+}
+
+// After the `*` of a rewritten declarator: `device float *a, *b;` declares two
+// tagged pointers, so the `*` of the later declarators goes.
+void drop_later_declarator_stars(std::string_view s, const std::vector<Token>& t, size_t star,
+                                 SourceEdits& edits) {
+  size_t k = star + 1;
+  while (k < t.size()) {
+    const std::string_view w = text(s, t[k]);
+    if (w == "(" || w == "[" || w == "{") {
+      k = skip_group(s, t, k);
+      continue;
+    }
+    if (w == ";" || w == ")" || w == "}" || w == "]") return;
+    if (w == "," && is(s, t, k + 1, "*")) {
+      edits.replace(t[k + 1].begin, t[k + 1].end, " ");
+      k += 2;
+      continue;
+    }
+    if (w == ",") return;  // the next parameter (or a declarator Metal refuses)
+    ++k;
+  }
+}
+
+}  // namespace
+
+std::string rewrite_address_spaces(std::string_view source) {
+  const std::vector<Token> t = tokenize(source, false);
+  const std::vector<bool> exempt = kernel_parameters(source, t);
+  SourceEdits edits;
+  for (size_t k = 0; k < t.size(); ++k) {
+    const std::string_view word = text(source, t[k]);
+    if (t[k].kind != TokenKind::Identifier || !is_space_word(word) || exempt[k]) continue;
+    size_t first = k;  // `const device T*`: the qualifiers belong to the pointee
+    while (first > 0 && is_cv(text(source, t[first - 1]))) --first;
+    const TypeSpan span = type_after(source, t, k);
+    const std::string_view after = span.end < t.size() ? text(source, t[span.end]) : "";
+
+    if (after == "*" && span.identifiers > 0) {
+      if (span.end + 2 < t.size() && is_space_word(text(source, t[span.end + 1])) &&
+          is(source, t, span.end + 2, "*")) {
+        // A pointer held in device or threadgroup memory: not supported.
+        edits.replace(t[span.end + 1].begin, t[span.end + 1].end,
+                      "coreai_pointers_stored_in_" + std::string(text(source, t[span.end + 1])) +
+                          "_memory_are_not_supported");
+      }
+      std::string pointee(source.substr(t[first].begin, t[k].begin - t[first].begin));
+      if (word == "constant") pointee += "const ";
+      pointee += source.substr(t[k + 1].begin, t[span.end - 1].end - t[k + 1].begin);
+      // reinterpret_cast<device T*>(p): a tagged pointer is a class, so the cast
+      // becomes an explicit conversion.
+      if (first >= 2 && is(source, t, first - 1, "<")) {
+        const std::string_view cast = text(source, t[first - 2]);
+        if (cast == "reinterpret_cast" || cast == "static_cast" || cast == "const_cast") {
+          edits.replace(t[first - 2].begin, t[first - 2].end, "::coreai::pointer_cast");
+        }
+      }
+      edits.replace(t[first].begin, t[span.end].end,
+                    "::coreai::" + std::string(word) + "_ptr<" + pointee + ">");
+      drop_later_declarator_stars(source, t, span.end, edits);
+      k = span.end;
+      continue;
+    }
+    if (word != "threadgroup") continue;  // device and constant are macros (coreai_msl_cpu.h)
+    // Storage: a type and a name, then what follows a declarator name.
+    const bool storage = span.identifiers >= 2 && (after == "[" || after == ";" || after == "=" ||
+                                                   after == "," || after == "{" || after == "(" ||
+                                                   after == ")");
+    if (storage && after == "[" && rewrite_threadgroup_array(source, t, k, span, edits)) {
+      continue;
+    }
+    edits.replace(t[k].begin, t[k].end, storage ? "static thread_local" : blank(word));
+  }
+  return edits.apply(source);
+}
+
+std::string drop_metal_namespace_reopening(std::string_view source) {
+  const std::vector<Token> t = tokenize(source, false);
+  SourceEdits edits;
+  std::vector<size_t> closers;  // brace depth at which a dropped namespace closes
+  int depth = 0;
+  for (size_t k = 0; k < t.size(); ++k) {
+    const std::string_view w = text(source, t[k]);
+    if (w == "{") {
+      ++depth;
+      continue;
+    }
+    if (w == "}") {
+      if (!closers.empty() && closers.back() == static_cast<size_t>(depth)) {
+        edits.replace(t[k].begin, t[k].end, " ");
+        closers.pop_back();
+      }
+      --depth;
+      continue;
+    }
+    if (w != "namespace" || !is(source, t, k + 1, "metal")) continue;
+    // Only a reopening at the top level of the kernel's text (namespace
+    // mlx { namespace metal { ... } } is another namespace).
+    if (depth != static_cast<int>(closers.size())) continue;
+    if (is(source, t, k + 2, "{")) {
+      edits.replace(t[k].begin, t[k + 2].end, "");
+      closers.push_back(static_cast<size_t>(depth + 1));
+      ++depth;
+      k += 2;
+    } else if (is(source, t, k + 2, "::")) {
+      // namespace metal::detail { ... } is namespace detail inside ours.
+      edits.replace(t[k + 1].begin, t[k + 2].end, "");
+      k += 2;
+    }
+  }
+  return edits.apply(source);
+}
+
+}  // namespace coreai_torch::cpu

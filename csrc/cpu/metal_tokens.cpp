@@ -1,0 +1,93 @@
+#include "cpu/metal_tokens.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace coreai_torch::cpu {
+
+bool is_ident_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
+bool is_ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+std::vector<Token> tokenize(std::string_view s, bool with_directives) {
+  std::vector<Token> tokens;
+  size_t i = 0;
+  bool line_start = true;
+  while (i < s.size()) {
+    const char c = s[i];
+    if (c == '\n') {
+      line_start = true;
+      ++i;
+      continue;
+    }
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      ++i;
+      continue;
+    }
+    if (line_start && c == '#' && !with_directives) {
+      // A directive runs to the end of the line, continued by backslashes.
+      while (i < s.size() && s[i] != '\n') i += (s[i] == '\\' && i + 1 < s.size()) ? 2 : 1;
+      continue;
+    }
+    line_start = false;
+    if (c == '/' && i + 1 < s.size() && s[i + 1] == '/') {
+      while (i < s.size() && s[i] != '\n') ++i;
+      continue;
+    }
+    if (c == '/' && i + 1 < s.size() && s[i + 1] == '*') {
+      const size_t close = s.find("*/", i + 2);
+      i = close == std::string_view::npos ? s.size() : close + 2;
+      continue;
+    }
+    if (c == '"' || c == '\'') {
+      size_t j = i + 1;
+      while (j < s.size() && s[j] != c && s[j] != '\n') j += (s[j] == '\\') ? 2 : 1;
+      tokens.push_back({TokenKind::Other, i, std::min(j + 1, s.size())});
+      i = std::min(j + 1, s.size());
+      continue;
+    }
+    if (is_ident_start(c)) {
+      size_t j = i;
+      while (j < s.size() && is_ident_char(s[j])) ++j;
+      tokens.push_back({TokenKind::Identifier, i, j});
+      i = j;
+      continue;
+    }
+    if (std::isdigit(static_cast<unsigned char>(c))) {
+      size_t j = i;
+      while (j < s.size() && (is_ident_char(s[j]) || s[j] == '.' || s[j] == '\'')) ++j;
+      tokens.push_back({TokenKind::Other, i, j});
+      i = j;
+      continue;
+    }
+    const size_t len = (c == ':' && i + 1 < s.size() && s[i + 1] == ':') ? 2 : 1;
+    tokens.push_back({TokenKind::Punct, i, i + len});
+    i += len;
+  }
+  return tokens;
+}
+
+void SourceEdits::replace(size_t begin, size_t end, std::string replacement) {
+  edits_.push_back({begin, end, std::move(replacement)});
+}
+
+std::string SourceEdits::apply(std::string_view source) const {
+  std::vector<Edit> sorted = edits_;
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const Edit& a, const Edit& b) { return a.begin < b.begin; });
+  std::string out;
+  out.reserve(source.size() + 64 * sorted.size());
+  size_t copied = 0;
+  for (const Edit& e : sorted) {
+    if (e.begin < copied) continue;  // overlaps an edit already made: the passes never ask for it
+    out.append(source.substr(copied, e.begin - copied));
+    out.append(e.text);
+    const auto replaced = source.substr(e.begin, e.end - e.begin);
+    const auto lines = std::count(replaced.begin(), replaced.end(), '\n');
+    for (auto n = std::count(e.text.begin(), e.text.end(), '\n'); n < lines; ++n) out += '\n';
+    copied = e.end;
+  }
+  out.append(source.substr(copied));
+  return out;
+}
+
+}  // namespace coreai_torch::cpu

@@ -1,0 +1,49 @@
+// A tokenizer for the text-level passes over Metal source (source_scan.h).
+// It knows just enough C++ to never rewrite inside a comment, a string or a
+// character literal, and to see identifiers, numbers and punctuation.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace coreai_torch::cpu {
+
+enum class TokenKind { Identifier, Punct, Other };
+
+struct Token {
+  TokenKind kind;
+  size_t begin;
+  size_t end;
+};
+
+// Tokens of the code. Comments and literals are skipped (literals become
+// Other tokens); preprocessor lines are skipped unless `with_directives`.
+// Punctuation is one character per token, except `::`.
+std::vector<Token> tokenize(std::string_view source, bool with_directives);
+
+inline std::string_view text(std::string_view source, const Token& t) {
+  return source.substr(t.begin, t.end - t.begin);
+}
+
+bool is_ident_start(char c);
+bool is_ident_char(char c);
+
+// Text replacements on a source, applied in one go. Each keeps the number of
+// newlines of the text it replaces (padding with newlines at its end), so the
+// lines after it stay where they were and #line-mapped messages stay right.
+class SourceEdits {
+ public:
+  void replace(size_t begin, size_t end, std::string replacement);
+  bool empty() const { return edits_.empty(); }
+  std::string apply(std::string_view source) const;
+
+ private:
+  struct Edit {
+    size_t begin, end;
+    std::string text;
+  };
+  std::vector<Edit> edits_;
+};
+
+}  // namespace coreai_torch::cpu
