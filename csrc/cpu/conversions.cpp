@@ -52,10 +52,16 @@ std::set<std::string, std::less<>> declared_type_names(std::string_view s,
   return names;
 }
 
+bool is_type_keyword(std::string_view w) {
+  return w == "const" || w == "volatile" || w == "typename";
+}
+
 // End (one past) of the type-id starting at tokens[k]: `name`, `ns::name`,
-// `name<...>`; k itself when there is none.
+// `name<...>`, with cv-qualifiers or `typename` in front and cv-qualifiers
+// after; k itself when there is none.
 size_t type_id_end(std::string_view s, const std::vector<Token>& t, size_t k) {
   size_t j = k;
+  while (j < t.size() && is_type_keyword(text(s, t[j]))) ++j;
   if (is(s, t, j, "::")) ++j;
   while (j < t.size() && t[j].kind == TokenKind::Identifier) {
     ++j;
@@ -70,7 +76,10 @@ size_t type_id_end(std::string_view s, const std::vector<Token>& t, size_t k) {
       if (j >= t.size()) return k;
       ++j;
     }
-    if (!is(s, t, j, "::")) return j;
+    if (!is(s, t, j, "::")) {
+      while (j < t.size() && is_type_keyword(text(s, t[j])) && text(s, t[j]) != "typename") ++j;
+      return j;
+    }
     ++j;
   }
   return k;
@@ -85,7 +94,7 @@ std::string_view last_name(std::string_view s, const std::vector<Token>& t, size
     const std::string_view w = text(s, t[k]);
     if (w == "<") ++depth;
     if (w == ">") --depth;
-    if (depth == 0 && t[k].kind == TokenKind::Identifier) name = w;
+    if (depth == 0 && t[k].kind == TokenKind::Identifier && !is_type_keyword(w)) name = w;
   }
   return name;
 }
@@ -139,19 +148,26 @@ std::string rewrite_conversions(std::string_view source) {
     if (t[k].kind != TokenKind::Identifier) continue;
     const std::string_view name = text(source, t[k]);
     if (name != "vec" && declared.count(name) == 0) continue;
-    if (k > 0) {
-      const std::string_view before = text(source, t[k - 1]);
-      const bool member = before == "." || (before == ">" && k > 1 && is(source, t, k - 2, "-"));
+    // A qualified name starts at its first qualifier: metal::vec<int, 2>(x).
+    size_t first = k;
+    while (first >= 2 && is(source, t, first - 1, "::") &&
+           t[first - 2].kind == TokenKind::Identifier) {
+      first -= 2;
+    }
+    if (first > 0) {
+      const std::string_view before = text(source, t[first - 1]);
+      const bool member =
+          before == "." || (before == ">" && first > 1 && is(source, t, first - 2, "-"));
       if (member || before == "~" || before == "operator" || before == "::" ||
-          (t[k - 1].kind == TokenKind::Identifier && ends_callee(source, t, k - 1) &&
+          (t[first - 1].kind == TokenKind::Identifier && ends_callee(source, t, first - 1) &&
            before != "typename")) {
         continue;
       }
     }
     const size_t end = type_id_end(source, t, k);
     if (end <= k || !is(source, t, end, "(")) continue;
-    const std::string type(source.substr(t[k].begin, t[end - 1].end - t[k].begin));
-    edits.replace(t[k].begin, t[end].end, "::coreai::construct<" + type + ">(");
+    const std::string type(source.substr(t[first].begin, t[end - 1].end - t[first].begin));
+    edits.replace(t[first].begin, t[end].end, "::coreai::construct<" + type + ">(");
     k = end;
   }
   return edits.apply(source);

@@ -90,23 +90,45 @@ def _parse_token(token: str) -> float | int:
     return int(text)
 
 
-def _source(body: str, globals_src: str) -> str:
-    return (
-        f"{PRELUDE}\n{globals_src}\nnamespace metal {{\nvoid run_checks() {{\n{body}\n}}\n"
-        "}  // namespace metal\n"
-    )
+def _source(body: str, globals_src: str, helpers: str = "", metal_passes: bool = False) -> str:
+    kernel_code = f"{helpers}\nvoid run_checks() {{\n{body}\n}}\n"
+    if metal_passes:
+        kernel_code = metal_to_cpp(kernel_code)
+    return f"{PRELUDE}\n{globals_src}\nnamespace metal {{\n{kernel_code}}}  // namespace metal\n"
 
 
-def run_checks(body: str, globals_src: str = "", extra_flags: tuple[str, ...] = ()) -> dict:
+def metal_to_cpp(source: str) -> str:
+    """The CPU backend's text passes (address spaces, casts, half literals ...)."""
+    import coreai_torch._C as C
+
+    return C._metal_to_cpp(source)
+
+
+# Address-space words outside what the passes rewrite, as kernels see them.
+ADDRESS_SPACE_MACROS = "#include <coreai_msl/address_space_words.h>\n"
+
+
+def run_checks(
+    body: str,
+    globals_src: str = "",
+    extra_flags: tuple[str, ...] = (),
+    helpers: str = "",
+    metal_passes: bool = False,
+) -> dict:
     """Compiles and runs ``body``; returns {name: [values...]} of its emit() calls.
 
-    ``globals_src`` goes at global scope before the body (extra includes).
+    ``globals_src`` goes at global scope before the body (extra includes);
+    ``helpers`` inside namespace metal, before it. With ``metal_passes`` the
+    helpers and the body go through the CPU backend's text passes first, as a
+    kernel's source does, with Metal's address-space words defined.
     """
     clang = find_clang()
+    if metal_passes:
+        globals_src = ADDRESS_SPACE_MACROS + globals_src
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / "checks.cpp"
         binary = Path(tmp) / "checks"
-        source.write_text(_source(body, globals_src))
+        source.write_text(_source(body, globals_src, helpers, metal_passes))
         cmd = [clang, *KERNEL_FLAGS, *WARNING_FLAGS, *extra_flags, f"-I{MSL_INCLUDE_DIR}"]
         build = subprocess.run(
             [*cmd, str(source), "-o", str(binary)], capture_output=True, text=True
@@ -122,17 +144,18 @@ def run_checks(body: str, globals_src: str = "", extra_flags: tuple[str, ...] = 
     return results
 
 
-def compile_errors(bodies: list[str]) -> list[str]:
+def compile_errors(bodies: list[str], metal_passes: bool = False) -> list[str]:
     """Compiles each body (syntax and semantics only) and returns each compiler's stderr.
 
     The bodies are compiled concurrently; each must fail to compile.
     """
     clang = find_clang()
+    globals_src = ADDRESS_SPACE_MACROS if metal_passes else ""
 
     def compile_one(body: str) -> str:
         with tempfile.TemporaryDirectory() as tmp:
             source = Path(tmp) / "bad.cpp"
-            source.write_text(_source(body, ""))
+            source.write_text(_source(body, globals_src, metal_passes=metal_passes))
             cmd = [clang, *KERNEL_FLAGS, "-fsyntax-only", f"-I{MSL_INCLUDE_DIR}", str(source)]
             result = subprocess.run(cmd, capture_output=True, text=True)
         assert result.returncode != 0, f"expected a compile error for:\n{body}"

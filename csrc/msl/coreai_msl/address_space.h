@@ -110,9 +110,17 @@ class space_ptr : public space_detail::base_of<T, S> {
   }
   [[gnu::always_inline]] constexpr T* operator->() const { return get(); }
   template <class I, class U = T>
-    requires(std::is_integral_v<I> && !std::is_void_v<U>)
+    requires(std::is_integral_v<I> && !std::is_void_v<U> && !std::is_array_v<U>)
   [[gnu::always_inline]] constexpr U& operator[](I i) const {
     return get()[i];
+  }
+  // A row of a multi-dimensional array decays to a pointer of the same address
+  // space, as in Metal: tile[i] of `threadgroup float tile[4][8]` is a
+  // threadgroup float*.
+  template <class I, class U = T>
+    requires(std::is_integral_v<I> && std::is_array_v<U>)
+  [[gnu::always_inline]] constexpr space_ptr<std::remove_extent_t<U>, S> operator[](I i) const {
+    return space_ptr<std::remove_extent_t<U>, S>(get()[i] + 0);
   }
 
   template <class I>

@@ -45,8 +45,8 @@ inline constexpr bool is_vector_v = vector_info<std::remove_cvref_t<T>>::is_vect
 
 // Metal's conversion of x to T.
 template <class T, class X>
-[[gnu::always_inline]] constexpr T convert(X&& x) {
-  using info = conversion_detail::vector_info<T>;
+[[gnu::always_inline]] constexpr T convert(const X& x) {
+  using info = conversion_detail::vector_info<std::remove_cv_t<T>>;
   if constexpr (info::is_vector) {
     if constexpr (conversion_detail::is_vector_v<X>) {
       static_assert(conversion_detail::vector_info<std::remove_cvref_t<X>>::size == info::size,
@@ -54,20 +54,20 @@ template <class T, class X>
     }
     return metal::detail::make_vector<typename info::element, info::size>(x);
   } else {
-    return (T)(std::forward<X>(x));  // NOLINT: the C-style cast is the meaning to keep
+    return (T)(x);  // NOLINT: the C-style cast is the meaning to keep
   }
 }
 
 // T(args...) with Metal's vector constructors.
 template <class T, class... A>
-[[gnu::always_inline]] constexpr T construct(A&&... args) {
-  using info = conversion_detail::vector_info<T>;
+[[gnu::always_inline]] constexpr T construct(const A&... args) {
+  using info = conversion_detail::vector_info<std::remove_cv_t<T>>;
   if constexpr (info::is_vector) {
     return metal::detail::make_vector<typename info::element, info::size>(args...);
   } else if constexpr (sizeof...(A) == 1) {
-    return convert<T>(std::forward<A>(args)...);  // a functional cast of one value is a cast
+    return convert<T>(args...);  // a functional cast of one value is a cast
   } else {
-    return T(std::forward<A>(args)...);
+    return T(args...);
   }
 }
 
@@ -79,21 +79,22 @@ struct cast_prefix {
 
 template <class T>
 inline constexpr auto cast_to =
-    cast_prefix{[](auto&& x) -> T { return convert<T>(std::forward<decltype(x)>(x)); }};
+    cast_prefix{[](auto x) -> T { return convert<T>(x); }};
 
 template <class F, class G>
 [[gnu::always_inline]] constexpr auto operator->*(cast_prefix<F> outer, cast_prefix<G> inner) {
-  return cast_prefix{[=](auto&& x) { return outer.apply(inner.apply(std::forward<decltype(x)>(x))); }};
+  return cast_prefix{[=](auto x) { return outer.apply(inner.apply(x)); }};
 }
+// The operand is taken by value: a swizzle (v.xy) is not an lvalue one can bind.
 template <class F, class X>
-[[gnu::always_inline]] constexpr decltype(auto) operator->*(cast_prefix<F> prefix, X&& x) {
-  return prefix.apply(std::forward<X>(x));
+[[gnu::always_inline]] constexpr auto operator->*(cast_prefix<F> prefix, X x) {
+  return prefix.apply(x);
 }
 
 #define COREAI_CAST_PREFIX_UNARY(op)                                                      \
   template <class F>                                                                      \
   [[gnu::always_inline]] constexpr auto operator op(cast_prefix<F> p) {                   \
-    return cast_prefix{[=](auto&& x) { return op p.apply(std::forward<decltype(x)>(x)); }}; \
+    return cast_prefix{[=](auto x) { return op p.apply(x); }};                         \
   }
 COREAI_CAST_PREFIX_UNARY(-)
 COREAI_CAST_PREFIX_UNARY(+)
