@@ -26,6 +26,10 @@ PYBIND11_MODULE(_C, m) {
       [](const std::string& s) { return coreai_torch::cpu::rewrite_address_spaces(s); },
       "The CPU backend's address-space pass over a Metal source.");
   m.def(
+      "_drop_address_space_variants",
+      [](const std::string& s) { return coreai_torch::cpu::drop_address_space_variants(s); },
+      "The CPU backend's pass keeping one version of address-space-qualified member functions.");
+  m.def(
       "_drop_metal_namespace_reopening",
       [](const std::string& s) { return coreai_torch::cpu::drop_metal_namespace_reopening(s); },
       "The CPU backend's pass that merges `namespace metal { ... }` into the kernel's namespace.");

@@ -1,6 +1,7 @@
 // The address-space pass and the `namespace metal` pass (source_scan.h).
 #include <algorithm>
 #include <array>
+#include <map>
 #include <string>
 
 #include "cpu/metal_tokens.h"
@@ -45,10 +46,18 @@ size_t skip_group(std::string_view s, const std::vector<Token>& t, size_t open) 
   return t.size();
 }
 
-// Tokens inside the parameter lists of kernel functions (`[[kernel]] void f(...)`
-// or `kernel void f(...)`): the launcher binds those as plain pointers.
-std::vector<bool> kernel_parameters(std::string_view s, const std::vector<Token>& t) {
+// Tokens the address-space pass leaves alone: inside attributes
+// (`[[threadgroup(0)]]`) and inside the parameter lists of kernel functions
+// (`[[kernel]] void f(...)` or `kernel void f(...)`), which the launcher binds
+// as plain pointers.
+std::vector<bool> exempt_tokens(std::string_view s, const std::vector<Token>& t) {
   std::vector<bool> inside(t.size(), false);
+  for (size_t k = 0; k + 1 < t.size(); ++k) {
+    if (!is(s, t, k, "[") || !is(s, t, k + 1, "[")) continue;
+    size_t close = k + 2;
+    while (close + 1 < t.size() && !(is(s, t, close, "]") && is(s, t, close + 1, "]"))) ++close;
+    std::fill(inside.begin() + k, inside.begin() + std::min(close + 2, t.size()), true);
+  }
   for (size_t k = 0; k < t.size(); ++k) {
     if (text(s, t[k]) != "kernel" || t[k].kind != TokenKind::Identifier) continue;
     const bool attribute = k >= 2 && is(s, t, k - 1, "[") && is(s, t, k - 2, "[");
@@ -148,7 +157,7 @@ void drop_later_declarator_stars(std::string_view s, const std::vector<Token>& t
 
 std::string rewrite_address_spaces(std::string_view source) {
   const std::vector<Token> t = tokenize(source, false);
-  const std::vector<bool> exempt = kernel_parameters(source, t);
+  const std::vector<bool> exempt = exempt_tokens(source, t);
   SourceEdits edits;
   for (size_t k = 0; k < t.size(); ++k) {
     const std::string_view word = text(source, t[k]);
@@ -158,6 +167,13 @@ std::string rewrite_address_spaces(std::string_view source) {
     const TypeSpan span = type_after(source, t, k);
     const std::string_view after = span.end < t.size() ? text(source, t[span.end]) : "";
 
+    // `const constant auto* p = q;` takes its type from q, tagged already.
+    if (after == "*" && span.identifiers == 1 && span.end == k + 2 &&
+        text(source, t[k + 1]) == "auto") {
+      edits.replace(t[first].begin, t[span.end].end, "auto");
+      k = span.end;
+      continue;
+    }
     if (after == "*" && span.identifiers > 0) {
       if (span.end + 2 < t.size() && is_space_word(text(source, t[span.end + 1])) &&
           is(source, t, span.end + 2, "*")) {
@@ -167,7 +183,9 @@ std::string rewrite_address_spaces(std::string_view source) {
                           "_memory_are_not_supported");
       }
       std::string pointee(source.substr(t[first].begin, t[k].begin - t[first].begin));
-      if (word == "constant") pointee += "const ";
+      bool already_const = false;
+      for (size_t j = first; j < span.end; ++j) already_const |= text(source, t[j]) == "const";
+      if (word == "constant" && !already_const) pointee += "const ";
       pointee += source.substr(t[k + 1].begin, t[span.end - 1].end - t[k + 1].begin);
       // reinterpret_cast<device T*>(p): a tagged pointer is a class, so the cast
       // becomes an explicit conversion.
@@ -192,6 +210,144 @@ std::string rewrite_address_spaces(std::string_view source) {
       continue;
     }
     edits.replace(t[k].begin, t[k].end, storage ? "static thread_local" : blank(word));
+  }
+  return edits.apply(source);
+}
+
+namespace {
+
+bool is_member_qualifier(std::string_view w) {
+  return is_space_word(w) || w == "thread" || w == "const" || w == "volatile" ||
+         w == "noexcept" || w == "override" || w == "final";
+}
+
+// One function declaration: the text it spans, the key that tells its
+// overloads apart once address spaces are gone, and whether it names a
+// non-thread address space outside a pointer type.
+struct MemberDeclaration {
+  size_t begin = 0, end = 0;  // byte offsets
+  std::string key;
+  bool other_space = false;
+};
+
+// Whether the address-space word at k qualifies a pointer declarator, which
+// keeps it in the type (the address-space pass tags the pointer).
+bool on_pointer(std::string_view s, const std::vector<Token>& t, size_t k) {
+  const TypeSpan span = type_after(s, t, k);
+  return span.identifiers > 0 && is(s, t, span.end, "*");
+}
+
+// The text of tokens [from, to) without the address-space words that do not
+// make a type of their own (on references, values and member functions).
+std::string normalized(std::string_view s, const std::vector<Token>& t, size_t from, size_t to) {
+  std::string out;
+  for (size_t k = from; k < to && k < t.size(); ++k) {
+    const std::string_view w = text(s, t[k]);
+    if ((is_space_word(w) || w == "thread") && !on_pointer(s, t, k)) continue;
+    out.append(w).push_back(' ');
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string drop_address_space_variants(std::string_view source) {
+  const std::vector<Token> t = tokenize(source, false);
+  // The innermost enclosing `{` of every token, and each brace's partner.
+  std::vector<size_t> block(t.size(), t.size()), partner(t.size(), t.size());
+  std::vector<size_t> open;
+  for (size_t k = 0; k < t.size(); ++k) {
+    const std::string_view w = text(source, t[k]);
+    if (w == "}" && !open.empty()) {
+      partner[open.back()] = k;
+      partner[k] = open.back();
+      open.pop_back();
+    }
+    block[k] = open.empty() ? t.size() : open.back();
+    if (w == "{") open.push_back(k);
+  }
+  std::map<size_t, std::vector<MemberDeclaration>> by_block;
+  for (size_t r = 0; r < t.size(); ++r) {
+    if (text(source, t[r]) != ")") continue;
+    size_t q = r + 1;
+    while (q < t.size() && is_member_qualifier(text(source, t[q]))) ++q;
+    if (q >= t.size()) continue;
+    const std::string_view after = text(source, t[q]);
+    if (after != "{" && after != ":" && after != ";" && after != "=") continue;
+    // The parameter list and the declaration's first token: just after the
+    // previous member (`;`, `}` or an access specifier) of the same block.
+    size_t depth = 0, lparen = r;
+    for (size_t k = r + 1; k-- > 0;) {
+      const std::string_view w = text(source, t[k]);
+      if (w == ")") ++depth;
+      if (w == "(" && --depth == 0) {
+        lparen = k;
+        break;
+      }
+    }
+    if (lparen == r || lparen == 0) continue;
+    size_t first = lparen;
+    while (first > 0 && block[first - 1] == block[lparen]) {
+      const std::string_view w = text(source, t[first - 1]);
+      if (w == ";" || w == "}" || w == "{" ||
+          (w == ":" && first >= 2 && t[first - 2].kind == TokenKind::Identifier &&
+           (text(source, t[first - 2]) == "public" || text(source, t[first - 2]) == "private" ||
+            text(source, t[first - 2]) == "protected"))) {
+        break;
+      }
+      --first;
+    }
+    // The end: the body (after any member initializers), or the `;`.
+    size_t last = q;
+    if (after == "{") {
+      last = partner[q];
+    } else if (after == ":") {
+      size_t parens = 0;
+      for (last = q + 1; last < t.size(); ++last) {
+        const std::string_view w = text(source, t[last]);
+        if (w == "(") ++parens;
+        if (w == ")") --parens;
+        if (w == "{" && parens == 0 && t[last - 1].kind != TokenKind::Identifier) {
+          last = partner[last];
+          break;
+        }
+        if (w == "{") last = partner[last];
+      }
+    } else {
+      while (last < t.size() && text(source, t[last]) != ";") ++last;
+    }
+    if (last >= t.size()) continue;
+    // A version for another address space names one on a reference, a value
+    // or the member function itself; the thread version names none or thread.
+    bool other_space = false;
+    for (size_t k = first; k < q; ++k) {
+      other_space |= is_space_word(text(source, t[k])) && !on_pointer(source, t, k);
+    }
+    MemberDeclaration d;
+    d.begin = t[first].begin;
+    d.end = t[last].end;
+    d.other_space = other_space;
+    d.key = normalized(source, t, first, lparen) + "(" + normalized(source, t, lparen, r) + ")" +
+            normalized(source, t, r + 1, q);
+    by_block[block[lparen]].push_back(std::move(d));
+  }
+  // Per overload: with a thread (or unqualified) version, every version
+  // qualified with another address space goes; without one, all but the
+  // first. Declarations without an address-space word (and statements that
+  // merely look alike, in function bodies) are never touched.
+  SourceEdits edits;
+  for (const auto& [unused, members] : by_block) {
+    std::map<std::string, bool> has_thread_version;
+    for (const MemberDeclaration& m : members) has_thread_version[m.key] |= !m.other_space;
+    std::map<std::string, bool> kept_one;
+    for (const MemberDeclaration& m : members) {
+      if (!m.other_space) continue;
+      if (!has_thread_version[m.key] && !kept_one[m.key]) {
+        kept_one[m.key] = true;
+        continue;
+      }
+      edits.replace(m.begin, m.end, "");
+    }
   }
   return edits.apply(source);
 }

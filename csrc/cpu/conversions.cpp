@@ -166,6 +166,9 @@ std::string rewrite_conversions(std::string_view source) {
     }
     const size_t end = type_id_end(source, t, k);
     if (end <= k || !is(source, t, end, "(")) continue;
+    // `T::f(` calls a member of T: the name before `(` must be the type's.
+    const std::string_view last = last_name(source, t, k, end);
+    if (last != "vec" && declared.count(last) == 0) continue;
     const std::string type(source.substr(t[first].begin, t[end - 1].end - t[first].begin));
     edits.replace(t[first].begin, t[end].end, "::coreai::construct<" + type + ">(");
     k = end;

@@ -9,8 +9,24 @@
 namespace coreai_torch::cpu {
 
 std::string metal_to_cpp(std::string_view source) {
-  return rewrite_conversions(rewrite_half_literals(
-      rewrite_address_spaces(drop_metal_namespace_reopening(source))));
+  return rewrite_conversions(rewrite_half_literals(rewrite_address_spaces(drop_address_space_variants(
+      drop_metal_namespace_reopening(rewrite_metal_pragmas(source))))));
+}
+
+std::string rewrite_metal_pragmas(std::string_view source) {
+  std::string out(source);
+  for (size_t line = 0; line < out.size();) {
+    size_t i = line;
+    while (i < out.size() && (out[i] == ' ' || out[i] == '\t')) ++i;
+    const std::string_view rest = std::string_view(out).substr(i);
+    if (rest.starts_with("#pragma unroll full")) {
+      // Metal's spelling of a full unroll; clang's is the bare pragma.
+      out.replace(i + 14, 5, "     ");
+    }
+    const size_t next = out.find('\n', line);
+    line = next == std::string::npos ? out.size() : next + 1;
+  }
+  return out;
 }
 
 bool needs_fibers(std::string_view source) {

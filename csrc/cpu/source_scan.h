@@ -26,6 +26,15 @@ std::string metal_to_cpp(std::string_view source);
 // the `[[kernel]]` function keep plain pointers: the launcher binds them.
 std::string rewrite_address_spaces(std::string_view source);
 
+// Metal overloads functions on the address space of a reference or of the
+// object (`T get() const thread` / `T get() const device`, `f(thread T&)` /
+// `f(device T&)`); C++ cannot, and on the CPU one version serves objects in
+// any memory. Of the versions of a function that differ only in such
+// address-space words, the thread (or unqualified) one is kept, else the
+// first; the others are removed. Pointer address spaces are types of their
+// own (rewrite_address_spaces) and keep their overloads.
+std::string drop_address_space_variants(std::string_view source);
+
 // `namespace metal {` at the top level of the source (helper code adding to
 // Metal's namespace, as MLX does) is dropped together with its closing brace:
 // the whole kernel is already compiled inside namespace metal.
@@ -38,6 +47,10 @@ std::string drop_metal_namespace_reopening(std::string_view source);
 // `::coreai::construct<T>(args)`. Vector operands then convert component by
 // component where clang would reinterpret the bits.
 std::string rewrite_conversions(std::string_view source);
+
+// Directives Metal spells differently: `#pragma unroll full` becomes clang's
+// `#pragma unroll`.
+std::string rewrite_metal_pragmas(std::string_view source);
 
 // Metal's half literals (`1.5h`, `2e-3h`) spelled as C++'s `_Float16` literals
 // (`1.5f16`): the same value, rounded once to half. Directives are left alone.

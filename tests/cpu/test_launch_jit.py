@@ -149,17 +149,15 @@ def test_compile_error_in_helper_source() -> None:
     assert torch.ops.coreai_torch.cpu_compile_count() == count
 
 
-def test_metal_performance_primitives_are_refused_with_a_reason() -> None:
+def test_mpp_convolution_is_refused_with_a_reason() -> None:
     k = kernel(
-        "uses_mpp",
+        "uses_mpp_convolution",
         [Tensor("x")],
         [Tensor("out")],
-        "constexpr auto desc = matmul2d_descriptor(16, 16, 16);\nout[id] = x[id];",
+        "constexpr auto desc = convolution2d_descriptor(3, 3);\nout[id] = x[id];",
         GID,
     )
-    with pytest.raises(
-        RuntimeError, match="MetalPerformancePrimitives is not supported by the CPU backend"
-    ):
+    with pytest.raises(RuntimeError, match="convolution2d is not supported by the CPU backend"):
         k(torch.ones(4), grid=(4, 1, 1), group=(4, 1, 1), shapes=[[4]])
 
 

@@ -15,3 +15,7 @@
 #define device
 #define constant const
 #define thread
+
+// `constant const T` and `static constant constexpr const T` (MLX's
+// STEEL_CONST) are no duplicates in Metal, where constant is an address space.
+#pragma clang diagnostic ignored "-Wduplicate-decl-specifier"
