@@ -28,12 +28,9 @@
 #ifndef COREAI_MSL_COOPERATIVE_TENSOR_H
 #define COREAI_MSL_COOPERATIVE_TENSOR_H
 
-#include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <type_traits>
-#include <vector>
 
 #include "array.h"
 #include "sync.h"
@@ -67,11 +64,50 @@ struct member {
   unsigned count = 1;
 };
 
+// Heap storage that grows and copies (the standard containers' headers would
+// double the time every kernel takes to compile).
+template <class T>
+class buffer {
+ public:
+  buffer() = default;
+  buffer(const buffer& o) { assign(o.data_, o.size_); }
+  buffer& operator=(const buffer& o) {
+    if (this != &o) assign(o.data_, o.size_);
+    return *this;
+  }
+  ~buffer() { delete[] data_; }
+
+  void resize(std::size_t n) {
+    if (n <= capacity_) {
+      size_ = n;
+      return;
+    }
+    T* grown = new T[n]();
+    for (std::size_t i = 0; i < size_; ++i) grown[i] = data_[i];
+    delete[] data_;
+    data_ = grown;
+    size_ = capacity_ = n;
+  }
+  void assign(const T* from, std::size_t n) {
+    resize(n);
+    for (std::size_t i = 0; i < n; ++i) data_[i] = from[i];
+  }
+  T& operator[](std::size_t i) { return data_[i]; }
+  const T& operator[](std::size_t i) const { return data_[i]; }
+  T* data() { return data_; }
+  std::size_t size() const { return size_; }
+
+ private:
+  T* data_ = nullptr;
+  std::size_t size_ = 0, capacity_ = 0;
+};
+
 // What the threads of the running threadgroup share (all of them run on one
 // OS thread, so thread_local storage is the group's).
 struct group_shared {
-  std::vector<const void*> stacks;
-  std::vector<unsigned char> scratch;
+  const void* stacks[1024] = {};  // at most 1024 threads in a threadgroup
+  unsigned stack_count = 0;
+  buffer<unsigned char> scratch;
 };
 inline thread_local group_shared g_shared;
 
@@ -82,21 +118,23 @@ inline member join() {
   } else if constexpr (std::is_same_v<Scope, execution_simdgroup>) {
     const coreai_cpu_simd_view v = coreai::simd::meet();
     const std::uint32_t below = v.active_mask & ((std::uint32_t{1} << v.lane) - 1u);
-    return {static_cast<unsigned>(std::popcount(below)),
-            static_cast<unsigned>(std::popcount(v.active_mask))};
+    return {static_cast<unsigned>(__builtin_popcount(below)),
+            static_cast<unsigned>(__builtin_popcount(v.active_mask))};
   } else {
     // Every thread publishes where its stack is, then ranks itself among the
     // published addresses. The list is emptied after a third barrier: nobody
     // publishes again before every thread has passed it, because publishing
     // needs the first barrier, which needs every thread.
-    const void* here = __builtin_frame_address(0);
+    const auto here = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    g_shared.stacks.push_back(here);
+    g_shared.stacks[g_shared.stack_count++] = __builtin_frame_address(0);
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    member me{0, static_cast<unsigned>(g_shared.stacks.size())};
-    for (const void* other : g_shared.stacks) me.index += std::less<const void*>{}(other, here);
+    member me{0, g_shared.stack_count};
+    for (unsigned i = 0; i < g_shared.stack_count; ++i) {
+      me.index += reinterpret_cast<std::uintptr_t>(g_shared.stacks[i]) < here;
+    }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    g_shared.stacks.clear();
+    g_shared.stack_count = 0;
     return me;
   }
 }
@@ -138,7 +176,8 @@ class cooperative_tensor {
 
   // A thread's share of a new tile (the scope's threads must all call this).
   cooperative_tensor() : me_(cooperative_detail::join<scope>()) {
-    values_.assign(capacity(), value_type(0));
+    values_.resize(static_cast<std::size_t>(capacity()));
+    for (int i = 0; i < capacity(); ++i) values_[static_cast<std::size_t>(i)] = value_type(0);
     valid_rows_ = rows;
     valid_columns_ = columns;
   }
@@ -244,7 +283,7 @@ class cooperative_tensor {
   }
 
   cooperative_detail::member me_;
-  std::vector<value_type> values_;
+  cooperative_detail::buffer<value_type> values_;
   int valid_rows_ = rows;
   int valid_columns_ = columns;
 };

@@ -26,7 +26,6 @@
 #ifndef COREAI_MSL_MPP_MATMUL2D_H
 #define COREAI_MSL_MPP_MATMUL2D_H
 
-#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -147,8 +146,10 @@ class matmul2d {
     const int k = Descriptor.k >= 0 ? Descriptor.k
                                     : static_cast<int>(left.get_extent(tl ? 1 : 0));
     // The part of the tile the operands cover.
-    const int rows = std::min(Descriptor.m, static_cast<int>(left.get_extent(tl ? 0 : 1)));
-    const int cols = std::min(Descriptor.n, static_cast<int>(right.get_extent(tr ? 1 : 0)));
+    const int left_rows = static_cast<int>(left.get_extent(tl ? 0 : 1));
+    const int right_cols = static_cast<int>(right.get_extent(tr ? 1 : 0));
+    const int rows = left_rows < Descriptor.m ? left_rows : Descriptor.m;
+    const int cols = right_cols < Descriptor.n ? right_cols : Descriptor.n;
     auto product = [&](int r, int c) {
       Acc sum = Acc(0);
       for (int i = 0; i < k; ++i) {
@@ -250,7 +251,7 @@ inline void reduce(const metal::cooperative_tensor<E, SX, SL>& source,
     constexpr int n = Src::elements;
     auto& scratch = metal::cooperative_detail::g_shared.scratch;
     metal::cooperative_detail::sync<Scope>();
-    if (scratch.size() < n * (sizeof(E) + 1)) scratch.resize(n * (sizeof(E) + 1));
+    if (scratch.size() < n * (sizeof(E) + 1)) scratch.resize(n * (sizeof(E) + 1));  // by one thread
     E* values = reinterpret_cast<E*>(scratch.data());
     unsigned char* present = scratch.data() + n * sizeof(E);
     const auto& me = source.member();

@@ -307,4 +307,11 @@ struct conjunction<B, Rest...> : conditional_t<bool(B::value), conjunction<Rest.
 template <class... B>
 inline constexpr bool conjunction_v = conjunction<B...>::value;
 
+// The names Metal's own headers use, which kernels reach after
+// `#pragma METAL internals : enable` (MLX's atomic.h does).
+template <class... B>
+using _disjunction = disjunction<B...>;
+template <class... B>
+using _conjunction = conjunction<B...>;
+
 }  // namespace metal
