@@ -81,6 +81,12 @@ emit("constant", c[3], table[2]);
 emit("namespace", detail_test::answer());
 int n = 0; for (device float* it = d; it != d + 8; ++it) n += int(*it);
 emit("loop", n);
+// A float4 at an address that is only float-aligned, as llama.cpp's
+// kernel_mul_mm stores rows of any length: device memory makes no promise.
+float row[12] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+device float4* unaligned = (device float4*)(row + 1);
+unaligned[1] = unaligned[0] * 2.0f;
+emit("unaligned", row[5], row[8], (*unaligned).w);
 """
 
 
@@ -108,6 +114,7 @@ def test_pointer_operations(got: dict) -> None:
     assert got["struct"] == [3.0]
     assert got["constant"] == [8.0, 4.0]
     assert got["loop"] == [36]
+    assert got["unaligned"] == [2.0, 8.0, 4.0]
 
 
 def test_namespace_metal_reopened_in_helper_code(got: dict) -> None:

@@ -30,6 +30,11 @@
 #include <cstdint>
 #include <type_traits>
 
+namespace metal {
+template <class T, int Cols, int Rows>
+struct matrix;
+}  // namespace metal
+
 namespace coreai {
 
 // Not the Metal words: `device` and `constant` are macros in kernel code.
@@ -49,6 +54,39 @@ struct root {
 };
 template <class T, space S>
 using base_of = std::conditional_t<std::is_const_v<T>, root<T, S>, space_ptr<const T, S>>;
+
+// What a tagged pointer points to, aligned as its scalar components: Metal
+// code reads vectors and matrices at any element-aligned address of device or
+// threadgroup memory (llama.cpp's kernel_mul_mm stores float4s at rows of any
+// length), where the C++ types would let the compiler assume 16 bytes.
+template <class T, class = void>
+struct loose {
+  using type = T;
+};
+template <class T, std::size_t A>
+struct aligned_as {
+  typedef T type __attribute__((aligned(A)));
+};
+template <class E, int N>
+struct loose<E __attribute__((ext_vector_type(N)))>
+    : aligned_as<E __attribute__((ext_vector_type(N))), alignof(E)> {};
+template <class E, int C, int R>
+struct loose<metal::matrix<E, C, R>> : aligned_as<metal::matrix<E, C, R>, alignof(E)> {};
+template <class T>
+struct loose<const T> {
+  using type = const typename loose<T>::type;
+};
+template <class T>
+struct loose<volatile T> {
+  using type = volatile typename loose<T>::type;
+};
+template <class T>
+struct loose<const volatile T> {
+  using type = const volatile typename loose<T>::type;
+};
+template <class T>
+using loose_t = typename loose<T>::type;
+
 }  // namespace space_detail
 
 template <class P>
@@ -105,14 +143,16 @@ class space_ptr : public space_detail::base_of<T, S> {
 
   template <class U = T>
     requires(!std::is_void_v<U>)
-  [[gnu::always_inline]] constexpr U& operator*() const {
-    return *get();
+  [[gnu::always_inline]] constexpr space_detail::loose_t<U>& operator*() const {
+    return *static_cast<space_detail::loose_t<U>*>(get());
   }
-  [[gnu::always_inline]] constexpr T* operator->() const { return get(); }
+  [[gnu::always_inline]] constexpr space_detail::loose_t<T>* operator->() const {
+    return static_cast<space_detail::loose_t<T>*>(get());
+  }
   template <class I, class U = T>
     requires(std::is_integral_v<I> && !std::is_void_v<U> && !std::is_array_v<U>)
-  [[gnu::always_inline]] constexpr U& operator[](I i) const {
-    return get()[i];
+  [[gnu::always_inline]] constexpr space_detail::loose_t<U>& operator[](I i) const {
+    return static_cast<space_detail::loose_t<U>*>(get())[i];
   }
   // A row of a multi-dimensional array decays to a pointer of the same address
   // space, as in Metal: tile[i] of `threadgroup float tile[4][8]` is a
