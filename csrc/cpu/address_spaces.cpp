@@ -352,10 +352,25 @@ std::string drop_address_space_variants(std::string_view source) {
   return edits.apply(source);
 }
 
+namespace {
+
+// Words after which `::X` is still a global qualification (not X::Y's `::`).
+bool leads_global_name(std::string_view w) {
+  static constexpr std::array<std::string_view, 16> words = {
+      "typename", "template", "return",   "const", "constexpr", "static",
+      "using",    "new",      "delete",   "case",  "throw",     "volatile",
+      "inline",   "extern",   "friend",   "co_return"};
+  return is_space_word(w) || w == "thread" ||
+         std::find(words.begin(), words.end(), w) != words.end();
+}
+
+}  // namespace
+
 std::string drop_metal_namespace_reopening(std::string_view source) {
   const std::vector<Token> t = tokenize(source, false);
   SourceEdits edits;
   std::vector<size_t> closers;  // brace depth at which a dropped namespace closes
+  std::vector<std::string> top_level;  // namespaces the source opens at its top level
   int depth = 0;
   for (size_t k = 0; k < t.size(); ++k) {
     const std::string_view w = text(source, t[k]);
@@ -371,10 +386,15 @@ std::string drop_metal_namespace_reopening(std::string_view source) {
       --depth;
       continue;
     }
-    if (w != "namespace" || !is(source, t, k + 1, "metal")) continue;
+    if (w != "namespace" || k + 1 >= t.size() || t[k + 1].kind != TokenKind::Identifier) continue;
     // Only a reopening at the top level of the kernel's text (namespace
     // mlx { namespace metal { ... } } is another namespace).
     if (depth != static_cast<int>(closers.size())) continue;
+    const std::string_view name = text(source, t[k + 1]);
+    if (name != "metal") {
+      if (k == 0 || text(source, t[k - 1]) != "using") top_level.emplace_back(name);
+      continue;
+    }
     if (is(source, t, k + 2, "{")) {
       edits.replace(t[k].begin, t[k + 2].end, "");
       closers.push_back(static_cast<size_t>(depth + 1));
@@ -383,8 +403,30 @@ std::string drop_metal_namespace_reopening(std::string_view source) {
     } else if (is(source, t, k + 2, "::")) {
       // namespace metal::detail { ... } is namespace detail inside ours.
       edits.replace(t[k + 1].begin, t[k + 2].end, "");
+      if (k + 3 < t.size() && t[k + 3].kind == TokenKind::Identifier) {
+        top_level.emplace_back(text(source, t[k + 3]));
+      }
       k += 2;
     }
+  }
+  // The kernel's namespaces live in namespace metal: `::c10::x` (PyTorch's
+  // helpers qualify their own namespace so) is `::metal::c10::x`. Directives
+  // count too (a macro may expand to such a name).
+  const std::vector<Token> all = tokenize(source, true);
+  for (size_t k = 0; k + 1 < all.size(); ++k) {
+    if (text(source, all[k]) != "::" || all[k + 1].kind != TokenKind::Identifier) continue;
+    const std::string_view name = text(source, all[k + 1]);
+    if (name == "std" || name == "coreai" ||
+        std::find(top_level.begin(), top_level.end(), name) == top_level.end()) {
+      continue;
+    }
+    // (`#define X ::c10::y`: X is the macro's name.)
+    const bool macro_body = k >= 2 && text(source, all[k - 2]) == "define";
+    if (k > 0 && all[k - 1].kind == TokenKind::Identifier && !macro_body &&
+        !leads_global_name(text(source, all[k - 1]))) {
+      continue;  // A::c10, a member of A
+    }
+    edits.replace(all[k].begin, all[k].end, "::metal::");
   }
   return edits.apply(source);
 }

@@ -37,7 +37,10 @@ std::string drop_address_space_variants(std::string_view source);
 
 // `namespace metal {` at the top level of the source (helper code adding to
 // Metal's namespace, as MLX does) is dropped together with its closing brace:
-// the whole kernel is already compiled inside namespace metal.
+// the whole kernel is already compiled inside namespace metal. For the same
+// reason a global qualification of a namespace the source opens at its top
+// level, `::c10::metal::opmath_t` (PyTorch's helpers write such names), becomes
+// `::metal::c10::metal::opmath_t`.
 std::string drop_metal_namespace_reopening(std::string_view source);
 
 // Casts with Metal's meaning (coreai_msl/conversion.h). `(T)x`, where T is a

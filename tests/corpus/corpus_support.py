@@ -16,8 +16,14 @@ import torch
 from kernel_testing import run_checked
 
 from coreai_torch import TorchMetalKernel
+from coreai_torch.contract import render_buffer_source
 
 HERE = Path(__file__).resolve().parent
+
+
+# #include lines naming a file of the ported project rather than a Metal header:
+# quoted ones, and PyTorch's <c10/...> and <ATen/...>.
+_PROJECT_INCLUDES = ('#include "', "#include <c10/", "#include <ATen/")
 
 
 def helper_source(*relative: str) -> str:
@@ -28,7 +34,7 @@ def helper_source(*relative: str) -> str:
         lines = (HERE / name).read_text().splitlines()
         parts.append(
             "\n".join(
-                "" if line.startswith('#include "') or line.strip() == "#pragma once" else line
+                "" if line.startswith(_PROJECT_INCLUDES) or line.strip() == "#pragma once" else line
                 for line in lines
             )
         )
@@ -45,7 +51,7 @@ def launch(
 ) -> Any:
     """Runs a corpus kernel on CPU tensors (dispatchThreads semantics) and,
     unless told not to, passes its op through torch.library.opcheck."""
-    return run_checked(
+    out = run_checked(
         kernel,
         *args,
         opcheck=opcheck,
@@ -53,6 +59,26 @@ def launch(
         threads_per_thread_group=group,
         result_shapes=shapes,
     )
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    check_metal_rendering(kernel, args, [o.dtype for o in outs], shapes)
+    return out
+
+
+# What the CPU backend's passes and headers add, which the Metal source an
+# Apple GPU compiles must not contain: the port has to stay plain Metal.
+_CPU_ONLY = ("coreai::", "coreai_threadgroup_", "thread_local", "__attribute__")
+
+
+def check_metal_rendering(
+    kernel: TorchMetalKernel, args: tuple, dtypes: list[torch.dtype], shapes: list[list[int]]
+) -> None:
+    """The buffer rendering of this call (the source the MPS backend hands to
+    Metal's compiler, and the CPU backend to its passes) is plain Metal, with
+    nothing of the CPU backend's own in it."""
+    spec = kernel.specialization(args, [len(s) for s in shapes], dtypes)
+    _, source = render_buffer_source(kernel.definition, spec)
+    for word in _CPU_ONLY:
+        assert word not in source, f"kernel '{kernel.name}': its Metal source contains {word!r}"
 
 
 def randn(*shape: int, dtype: torch.dtype = torch.float32, seed: int = 0) -> torch.Tensor:

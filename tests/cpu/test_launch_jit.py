@@ -82,6 +82,26 @@ def test_address_space_pass_keeps_every_line() -> None:
         # Another namespace's metal, and using-directives, are left alone.
         ("namespace mlx { namespace metal { int h(); } }", None),
         ("using namespace metal;", None),
+        # The kernel's own namespaces live in namespace metal (PyTorch's
+        # c10/metal/utils.h writes ::c10::metal::opmath_t).
+        (
+            "namespace c10 { namespace metal { using T = int; } }\n"
+            "template <class U> ::c10::metal::T f(typename ::c10::metal::T);",
+            "namespace c10 { namespace metal { using T = int; } }\n"
+            "template <class U> ::metal::c10::metal::T f(typename ::metal::c10::metal::T);",
+        ),
+        (
+            "namespace a { int x; }\n#define X ::a::x\n",
+            "namespace a { int x; }\n#define X ::metal::a::x\n",
+        ),
+        (
+            "namespace a { int x; }\nconstant ::a::T& r = v;",
+            "namespace a { int x; }\nconstant ::metal::a::T& r = v;",
+        ),
+        # Not a namespace of the source, a member of a class, a using-directive.
+        ("int y = ::std::max(1, 2) + ::b::z;", None),
+        ("namespace a { int x; }\nint y = B::a::x;", None),
+        ("using namespace c;\nint y = ::c::x;", None),
     ],
 )
 def test_metal_namespace_reopening_is_merged(source: str, expected: str | None) -> None:

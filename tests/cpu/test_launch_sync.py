@@ -314,6 +314,34 @@ def test_simd_sum_adds_in_butterfly_order() -> None:
     assert out[:, 0].tolist() == [butterfly] * 32
 
 
+def test_fill_functions_back_to_back_with_different_data() -> None:
+    # Each fill function exchanges twice; the next call's first exchange reuses
+    # the slot set of this call's first. Different data in each call shows a
+    # lane that read its source after another lane had moved on (PyTorch's
+    # cummax scan shuffles a value and then an index this way).
+    functions = [
+        "simd_shuffle_and_fill_up(v, -v, 3)",
+        "simd_shuffle_and_fill_down(v + 100.0f, -v, 5)",
+        "quad_shuffle_and_fill_up(v + 200.0f, -v, 1)",
+        "quad_shuffle_and_fill_down(v + 300.0f, -v, 1, 2)",
+        "simd_shuffle(v + 400.0f, 0)",
+    ]
+    k = simd_kernel(functions, "fill_back_to_back")
+    x = torch.arange(32, dtype=F32) + 1
+    (out,) = k(x, grid=(32, 1, 1), group=(32, 1, 1), shapes=[[32, len(functions)]])
+    v = x.tolist()
+    for lane in range(32):
+        q, quad = lane % 4, lane - lane % 4
+        want = [
+            v[lane - 3] if lane >= 3 else -v[29 + lane],
+            v[lane + 5] + 100 if lane + 5 < 32 else -v[lane + 5 - 32],
+            v[lane - 1] + 200 if q >= 1 else -v[quad + 3],
+            v[lane + 1] + 300 if q % 2 + 1 < 2 else -v[quad + q - q % 2 + (q % 2 + 1) % 2],
+            v[0] + 400,
+        ]
+        assert out[lane].tolist() == want, lane
+
+
 QUAD_FUNCTIONS = [
     "quad_sum(v)",
     "quad_product(v)",

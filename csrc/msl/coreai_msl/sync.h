@@ -338,12 +338,15 @@ inline T simd_shuffle_rotate_down(T data, unsigned short delta) {
 template <class T>
 inline T simd_shuffle_and_fill_up(T data, T filling_data, unsigned short delta,
                                   unsigned short modulo) {
-  // Two exchanges: a (data, filling) pair may not fit one slot. Both are read
-  // before any further exchange, so the first one's slots are still intact.
+  // Two exchanges: a (data, filling) pair may not fit one slot. The slots of
+  // an exchange hold until the lanes' next exchange but one, and a lane resumed
+  // after the second exchange may find the others already past it, writing the
+  // first one's slot set again: so the data is read before the second exchange.
   const auto d = coreai::simd::exchange(data);
-  const auto f = coreai::simd::exchange(filling_data);
   const unsigned base = d.lane - d.lane % modulo, j = d.lane % modulo;
-  if (j >= delta) return coreai::simd::read_or_own(d, base + j - delta, data);
+  const T shifted = j >= delta ? coreai::simd::read_or_own(d, base + j - delta, data) : data;
+  const auto f = coreai::simd::exchange(filling_data);
+  if (j >= delta) return shifted;
   return coreai::simd::active(f, base + modulo - delta + j)
              ? coreai::simd::value_of<T>(f, base + modulo - delta + j)
              : data;
@@ -357,10 +360,13 @@ inline T simd_shuffle_and_fill_up(T data, T filling_data, unsigned short delta) 
 template <class T>
 inline T simd_shuffle_and_fill_down(T data, T filling_data, unsigned short delta,
                                     unsigned short modulo) {
+  // The data is read before the second exchange (simd_shuffle_and_fill_up).
   const auto d = coreai::simd::exchange(data);
-  const auto f = coreai::simd::exchange(filling_data);
   const unsigned base = d.lane - d.lane % modulo, j = d.lane % modulo;
-  if (j + delta < modulo) return coreai::simd::read_or_own(d, base + j + delta, data);
+  const T shifted =
+      j + delta < modulo ? coreai::simd::read_or_own(d, base + j + delta, data) : data;
+  const auto f = coreai::simd::exchange(filling_data);
+  if (j + delta < modulo) return shifted;
   return coreai::simd::active(f, base + j + delta - modulo)
              ? coreai::simd::value_of<T>(f, base + j + delta - modulo)
              : data;
@@ -501,11 +507,13 @@ inline T quad_shuffle_rotate_down(T data, unsigned short delta) {
 template <class T>
 inline T quad_shuffle_and_fill_up(T data, T filling_data, unsigned short delta,
                                   unsigned short modulo = 4) {
+  // The data is read before the second exchange (simd_shuffle_and_fill_up).
   const auto d = coreai::simd::exchange(data);
-  const auto f = coreai::simd::exchange(filling_data);
   const unsigned q = d.lane & 3u;
   const unsigned base = quad_detail::base(d) + (q - q % modulo), j = q % modulo;
-  if (j >= delta) return coreai::simd::read_or_own(d, base + j - delta, data);
+  const T shifted = j >= delta ? coreai::simd::read_or_own(d, base + j - delta, data) : data;
+  const auto f = coreai::simd::exchange(filling_data);
+  if (j >= delta) return shifted;
   return coreai::simd::active(f, base + modulo - delta + j)
              ? coreai::simd::value_of<T>(f, base + modulo - delta + j)
              : data;
@@ -513,11 +521,14 @@ inline T quad_shuffle_and_fill_up(T data, T filling_data, unsigned short delta,
 template <class T>
 inline T quad_shuffle_and_fill_down(T data, T filling_data, unsigned short delta,
                                     unsigned short modulo = 4) {
+  // The data is read before the second exchange (simd_shuffle_and_fill_up).
   const auto d = coreai::simd::exchange(data);
-  const auto f = coreai::simd::exchange(filling_data);
   const unsigned q = d.lane & 3u;
   const unsigned base = quad_detail::base(d) + (q - q % modulo), j = q % modulo;
-  if (j + delta < modulo) return coreai::simd::read_or_own(d, base + j + delta, data);
+  const T shifted =
+      j + delta < modulo ? coreai::simd::read_or_own(d, base + j + delta, data) : data;
+  const auto f = coreai::simd::exchange(filling_data);
+  if (j + delta < modulo) return shifted;
   return coreai::simd::active(f, base + j + delta - modulo)
              ? coreai::simd::value_of<T>(f, base + j + delta - modulo)
              : data;

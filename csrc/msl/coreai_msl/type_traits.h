@@ -307,6 +307,10 @@ struct conjunction<B, Rest...> : conditional_t<bool(B::value), conjunction<Rest.
 template <class... B>
 inline constexpr bool conjunction_v = conjunction<B...>::value;
 
+// declval, from Metal's <metal_type_traits> as in C++ (PyTorch's
+// c10/metal/utils.h writes ::metal::declval<F>() in its result_of).
+using std::declval;
+
 // The names Metal's own headers use, which kernels reach after
 // `#pragma METAL internals : enable` (MLX's atomic.h does).
 template <class... B>
