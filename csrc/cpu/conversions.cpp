@@ -99,6 +99,18 @@ std::string_view last_name(std::string_view s, const std::vector<Token>& t, size
   return name;
 }
 
+// The `)` that closes the `(` at tokens[open]; tokens.size() if none does.
+size_t matching_paren(std::string_view s, const std::vector<Token>& t, size_t open) {
+  int depth = 0;
+  for (size_t k = open; k < t.size(); ++k) {
+    const std::string_view w = text(s, t[k]);
+    if (w == "(") ++depth;
+    if (w == ")" && --depth == 0) return k;
+    if (w == ";" || w == "{" || w == "}") break;
+  }
+  return t.size();
+}
+
 bool starts_operand(std::string_view s, const Token& t) {
   if (t.kind != TokenKind::Punct) return true;  // a name, a literal
   const std::string_view w = text(s, t);
@@ -133,6 +145,19 @@ std::string rewrite_conversions(std::string_view source) {
     // starts an operand, not an argument list: `(half4)(float4)x`.
     if (text(source, t[k]) == "(" &&
         (k == 0 || k - 1 == cast_close || !ends_callee(source, t, k - 1))) {
+      // `(decltype(e))x`: a cast to the type of e, without e's reference.
+      if (is(source, t, k + 1, "decltype") && is(source, t, k + 2, "(")) {
+        const size_t close = matching_paren(source, t, k + 2);
+        if (close + 2 < t.size() && is(source, t, close + 1, ")") &&
+            starts_operand(source, t[close + 2])) {
+          const std::string type(source.substr(t[k + 1].begin, t[close].end - t[k + 1].begin));
+          edits.replace(t[k].begin, t[close + 1].end,
+                        "::coreai::cast_to<::std::remove_reference_t<" + type + ">>->*");
+          cast_close = close + 1;
+          k = close + 1;
+          continue;
+        }
+      }
       const size_t end = type_id_end(source, t, k + 1);
       if (end > k + 1 && is(source, t, end, ")") && end + 1 < t.size() &&
           starts_operand(source, t[end + 1]) && vector_type(k + 1, end)) {

@@ -10,7 +10,27 @@ namespace coreai_torch::cpu {
 
 std::string metal_to_cpp(std::string_view source) {
   return rewrite_conversions(rewrite_half_literals(rewrite_address_spaces(drop_address_space_variants(
-      drop_metal_namespace_reopening(rewrite_metal_pragmas(source))))));
+      drop_metal_namespace_reopening(refuse_function_constants(rewrite_metal_pragmas(source)))))));
+}
+
+std::string refuse_function_constants(std::string_view source) {
+  const std::vector<Token> t = tokenize(source, false);
+  SourceEdits edits;
+  for (size_t k = 0; k + 3 < t.size(); ++k) {
+    if (text(source, t[k]) != "[" || text(source, t[k + 1]) != "[" ||
+        text(source, t[k + 2]) != "function_constant" || text(source, t[k + 3]) != "(") {
+      continue;
+    }
+    size_t close = k + 4;
+    while (close + 1 < t.size() &&
+           !(text(source, t[close]) == "]" && text(source, t[close + 1]) == "]")) {
+      ++close;
+    }
+    if (close + 1 >= t.size()) break;
+    edits.replace(t[k].begin, t[close + 1].end, "= ::coreai::function_constant_unsupported{}");
+    k = close + 1;
+  }
+  return edits.apply(source);
 }
 
 std::string rewrite_metal_pragmas(std::string_view source) {

@@ -45,8 +45,9 @@ std::string drop_metal_namespace_reopening(std::string_view source);
 
 // Casts with Metal's meaning (coreai_msl/conversion.h). `(T)x`, where T is a
 // Metal vector type, vec<...>, a typedef or alias, or a template type
-// parameter, becomes `::coreai::cast_to<T>->*x`; `T(args)` with T a typedef,
-// alias, template type parameter or vec<...> becomes
+// parameter, becomes `::coreai::cast_to<T>->*x`, and `(decltype(e))x` becomes
+// `::coreai::cast_to<::std::remove_reference_t<decltype(e)>>->*x`; `T(args)`
+// with T a typedef, alias, template type parameter or vec<...> becomes
 // `::coreai::construct<T>(args)`. Vector operands then convert component by
 // component where clang would reinterpret the bits.
 std::string rewrite_conversions(std::string_view source);
@@ -54,6 +55,12 @@ std::string rewrite_conversions(std::string_view source);
 // Directives Metal spells differently: `#pragma unroll full` becomes clang's
 // `#pragma unroll`.
 std::string rewrite_metal_pragmas(std::string_view source);
+
+// Metal's function constants (`constant bool f [[function_constant(0)]];`) get
+// their values when the host builds a pipeline, which TorchMetalKernel does not
+// do: the attribute becomes an initialisation that fails to compile with a
+// message naming function constants (coreai_msl/unavailable.h).
+std::string refuse_function_constants(std::string_view source);
 
 // Metal's half literals (`1.5h`, `2e-3h`) spelled as C++'s `_Float16` literals
 // (`1.5f16`): the same value, rounded once to half. Directives are left alone.

@@ -158,3 +158,12 @@ def test_unsupported_code_fails_to_compile_naming_the_problem() -> None:
     for (name, (_, word)), error in zip(REJECTED.items(), errors, strict=True):
         assert "error" in error, name
         assert word in error, f"{name}: expected '{word}' in:\n{error}"
+
+
+def test_function_constants_fail_to_compile_naming_them() -> None:
+    # MSL specification, "Function Constants": their values come from the
+    # pipeline the host builds, a step TorchMetalKernel does not have.
+    (error,) = compile_errors(
+        ["constant bool has_bias [[function_constant(3)]]; (void)has_bias;"], metal_passes=True
+    )
+    assert "Metal function constants ([[function_constant(index)]]) are not supported" in error

@@ -50,6 +50,7 @@ emit("typedef", (vec4_t)i, vec4_t(i), (half4_t)f, half4_t(i));
 emit("template", via_template<float4>(i), via_template<float>(3));
 emit("qualified", (typename holder<float4>::type)i, (const float4)j.xxyy);
 emit("vec", vec<float, 4>(i), (vec<float, 2>)j, metal::vec<int, 2>(float2(1.9f, -1.9f)));
+emit("decltype", (decltype(f))i, (decltype(*p))f * 2);  // *p: an int4&
 emit("scalar", (float)i.w, (int)f.y, (uint)-1);
 emit("as_type", as_type<float>(1065353216), as_type<int2>(float2(1.0f, -2.0f)));
 emit("pow", pow(2.0f, (short)3), pow(half(2), 3), pow(float2(2, 3), 2));
@@ -95,6 +96,8 @@ def test_casts_through_typedefs_templates_and_vec(got: dict) -> None:
     assert got["template"] == [*_f32(2 * np.float32(i)), 6.0]
     assert got["qualified"] == [*fi, 7.0, 7.0, -8.0, -8.0]
     assert got["vec"] == [*fi, 7.0, -8.0, 1, -1]
+    # The type of an expression, without its reference: float4, then int4.
+    assert got["decltype"] == [*fi, 0, -2, 4, 6]  # f truncates to (0, -1, 2, 3)
 
 
 def test_scalar_casts_and_as_type_are_unchanged(got: dict) -> None:
@@ -126,6 +129,11 @@ def test_math_functions_take_mixed_argument_types(got: dict) -> None:
         ),
         ("template <typename T> struct S { operator T() const; };", None),
         ("// (float4)v\n", None),
+        (
+            "a = (decltype(v))w * 2;",
+            "a = ::coreai::cast_to<::std::remove_reference_t<decltype(v)>>->*w * 2;",
+        ),
+        ("n = sizeof(decltype(v));", None),
     ],
 )
 def test_conversion_pass(source: str, expected: str | None) -> None:
@@ -139,6 +147,7 @@ def test_refused_conversions_name_the_problem() -> None:
             "half x = pow(half(2), 3.0f);",  # half and float: no operand type
             "int m = max(1, 2u);",  # int and uint: no operand type either
             "device float* d = nullptr; threadgroup float* t = (threadgroup float*)d;",
+            "float x = 1; using R = int&; int r = (R)x;",  # a reference cast via a typedef
         ],
         metal_passes=True,
     )
@@ -146,3 +155,4 @@ def test_refused_conversions_name_the_problem() -> None:
     assert "no matching function for call to 'pow'" in errors[1]
     assert "no matching function for call to 'max'" in errors[2]
     assert "a pointer cannot be cast to another address space" in errors[3]
+    assert "a C-style cast to a reference type named by a typedef" in errors[4]

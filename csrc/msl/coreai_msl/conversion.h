@@ -8,6 +8,7 @@
 //
 //   (T)x   into   ::coreai::cast_to<T>->*x
 //   T(a, ...)     ::coreai::construct<T>(a, ...)       (T a typedef or template name)
+//   (decltype(e))x  ::coreai::cast_to<std::remove_reference_t<decltype(e)>>->*x
 //
 // `->*` binds tighter than every binary operator and looser than the unary
 // and postfix ones, like a C-style cast, so the operand is the same
@@ -78,8 +79,17 @@ struct cast_prefix {
 };
 
 template <class T>
+struct cast_target {
+  static_assert(!std::is_reference_v<T>,
+                "a C-style cast to a reference type named by a typedef or a template "
+                "parameter is not supported by the CPU backend of coreai_torch; cast the "
+                "value (to the type without &) instead");
+  using type = T;
+};
+
+template <class T>
 inline constexpr auto cast_to =
-    cast_prefix{[](auto x) -> T { return convert<T>(x); }};
+    cast_prefix{[](auto x) -> typename cast_target<T>::type { return convert<T>(x); }};
 
 template <class F, class G>
 [[gnu::always_inline]] constexpr auto operator->*(cast_prefix<F> outer, cast_prefix<G> inner) {

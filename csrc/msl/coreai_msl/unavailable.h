@@ -1,4 +1,6 @@
-// C math names that Metal does not have. A kernel compiled inside namespace
+// C math names that Metal does not have, and Metal's function constants.
+//
+// The C math names: a kernel compiled inside namespace
 // metal would otherwise reach the C library's global versions and compile on
 // the CPU while failing on the GPU; these declarations make such a call a
 // compile error that names the function. A kernel's own helper with one of
@@ -57,5 +59,25 @@ COREAI_MSL_NOT_IN_METAL(fmaf)
 #undef COREAI_MSL_NOT_IN_METAL
 
 }  // namespace metal
+
+namespace coreai {
+
+// Metal's function constants ([[function_constant(index)]], MSL specification
+// "Function Constants") take their values when the host builds a pipeline,
+// which TorchMetalKernel does not do. The CPU passes turn the attribute into
+// an initialisation from this object (refuse_function_constants in
+// csrc/cpu/source_scan.h), which fails to compile with this message.
+struct function_constant_unsupported {
+  template <class T>
+  constexpr operator T() const {
+    static_assert(sizeof(T) == 0,
+                  "Metal function constants ([[function_constant(index)]]) are not supported: "
+                  "TorchMetalKernel sets no pipeline constants; make the value a constexpr in "
+                  "helper_src or a kernel argument");
+    return T{};
+  }
+};
+
+}  // namespace coreai
 
 #pragma clang diagnostic pop
