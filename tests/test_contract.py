@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-from seed_kernels import custom_add, custom_matmul, scale_shift
 
 from coreai_torch.contract import (
     ScalarArg,
@@ -13,6 +12,7 @@ from coreai_torch.contract import (
     render_buffer_source,
     render_coreai_source,
 )
+from coreai_torch.examples import custom_add, custom_matmul, scale_shift
 
 F32 = torch.float32
 ADD_SPEC = Specialization(

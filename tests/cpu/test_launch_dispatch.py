@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 import torch
-from cpu_launch_helpers import METAL_TYPE, Scalar, Tensor, kernel
+from support.cpu_launch import METAL_TYPE, Scalar, Tensor, kernel
 
 F32 = torch.float32
 I32 = torch.int32
