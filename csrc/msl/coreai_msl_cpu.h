@@ -33,6 +33,9 @@
 #define constant const
 #define thread
 
+// Written in the language Metal and C++ share, with the address-space words above.
+#include "coreai_msl/strided_view.h"
+
 #include "MetalPerformancePrimitives/MetalPerformancePrimitives.h"
 #include "metal_stdlib"
 #include "metal_tensor"

@@ -5,6 +5,7 @@
   directly, rendered by the contract module.
 - ``msl_harness``: compile and run small C++ programs against the Metal headers.
 - ``coreai_run``: convert modules and run them in Core AI's CPU runtime.
+- ``kernels``: test kernels that several test modules call.
 
 The seed kernels live in the package (``coreai_torch.examples``), shared with the demo.
 """

@@ -1,25 +1,34 @@
-"""Launching hand-rendered kernels through torch.ops.coreai_torch directly.
+"""Registering and launching kernel specializations through torch.ops.coreai_torch directly.
 
-These helpers write the buffer rendering of docs/internals.md §1 themselves,
-so the tests of the C++ op and the CPU backend do not depend on the front end.
+The tests of the C++ op and the CPU backend describe a specialization here
+(names, dtypes, ranks, a body) and skip the TorchMetalKernel front end; the
+source is the contract module's buffer rendering, as the front end's is.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import coreai_torch._C  # noqa: F401  (registers torch.ops.coreai_torch)
 import torch
 
-from coreai_torch.contract import METAL_TYPES
+from coreai_torch.contract import (
+    METAL_TYPES,
+    SCALAR_KINDS,
+    TENSOR_KIND,
+    KernelDefinition,
+    ScalarArg,
+    Specialization,
+    TensorArg,
+    render_buffer_source,
+)
 
 METAL_TYPE = METAL_TYPES  # the dtype table of DESIGN.md
-SCALAR_KIND = {"int": "i", "float": "f", "bool": "b"}
+_SCALAR_TYPES = {t.__name__: t for t in SCALAR_KINDS}  # "int" -> int
 
 
 @dataclass(frozen=True)
 class Tensor:
-    """A tensor parameter: name, dtype and rank (rank 0 is bound as ``constant T&``)."""
+    """A tensor parameter: name, dtype and rank (a rank-0 input is bound as ``constant T&``)."""
 
     name: str
     dtype: torch.dtype = torch.float32
@@ -40,6 +49,7 @@ class Kernel:
     handle: int
     results: tuple[Tensor, ...]
     source: str
+    registration: tuple  # the register_kernel arguments
 
     def __call__(
         self,
@@ -51,64 +61,62 @@ class Kernel:
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         scalars = [a for a in args if not isinstance(a, torch.Tensor)]
         return torch.ops.coreai_torch.launch(
-            self.handle,
-            tensors,
-            scalars,
-            list(grid),
-            list(group),
-            [d for s in shapes for d in s],
-            [len(s) for s in shapes],
-            [r.dtype for r in self.results],
+            self.handle, tensors, scalars, list(grid), list(group), [d for s in shapes for d in s]
         )
 
 
-def render(
-    entry: str,
+def specialization(
+    inputs: list[Tensor | Scalar], results: list[Tensor]
+) -> tuple[Specialization, str]:
+    """The contract's specialization of these parameters, and their arg_kinds."""
+    args = tuple(
+        TensorArg(a.name, a.rank, a.dtype)
+        if isinstance(a, Tensor)
+        else ScalarArg(a.name, _SCALAR_TYPES[a.type])
+        for a in inputs
+    )
+    kinds = "".join(
+        TENSOR_KIND if isinstance(a, Tensor) else SCALAR_KINDS[_SCALAR_TYPES[a.type]]
+        for a in inputs
+    )
+    return Specialization(args, tuple(TensorArg(r.name, r.rank, r.dtype) for r in results)), kinds
+
+
+def registration(
+    name: str,
     inputs: list[Tensor | Scalar],
     results: list[Tensor],
     body: str,
     attrs: list[tuple[str, str, str]],
     helper: str = "",
-) -> str:
-    """The buffer rendering of docs/internals.md §1."""
-    params, views = [], []
-    meta = 0
-    for arg in (*inputs, *results):
-        index = len(params)
-        if isinstance(arg, Scalar):
-            params.append(f"constant {arg.type}& {arg.name} [[buffer({index})]]")
-            continue
-        mtype = METAL_TYPE[arg.dtype]
-        if arg.rank == 0:
-            params.append(f"constant {mtype}& {arg.name} [[buffer({index})]]")
-            continue
-        params.append(f"device {mtype}* coreai_buf_{arg.name} [[buffer({index})]]")
-        r = arg.rank
-        extents = ", ".join(f"coreai_meta[{meta + d}]" for d in range(r))
-        strides = ", ".join(f"coreai_meta[{meta + r + d}]" for d in range(r))
-        views.append(
-            f"tensor<device {mtype}, dextents<int, {r}>, tensor_inline> {arg.name}"
-            f"(coreai_buf_{arg.name}, dextents<int, {r}>({extents}), array<int, {r}>{{{strides}}});"
-        )
-        meta += 2 * r
-    params.append(f"constant int* coreai_meta [[buffer({len(params)})]]")
-    params += [f"{mtype} {name} [[{attr}]]" for name, mtype, attr in attrs]
+    options: int = 0,
+) -> tuple:
+    """The ``register_kernel`` arguments of a kernel rendered by the contract module."""
+    spec, kinds = specialization(inputs, results)
+    definition = KernelDefinition(
+        name,
+        tuple(a.name for a in inputs),
+        tuple(r.name for r in results),
+        body,
+        helper,
+        tuple(attrs),
+        (),
+    )
+    entry, source = render_buffer_source(definition, spec)
+    tensors = [a for a in inputs if isinstance(a, Tensor)]
     return (
-        "#include <metal_stdlib>\n"
-        "#include <metal_tensor>\n"
-        "#include <MetalPerformancePrimitives/MetalPerformancePrimitives.h>\n"
-        "using namespace metal;\n"
-        "using namespace mpp::tensor_ops;\n"
-        '#line 1 "helper_src"\n'
-        f"{helper}\n"
-        '#line 1 "generated_signature"\n'
-        f"[[kernel]] void {entry}({', '.join(params)}) {{\n"
-        + "".join(v + "\n" for v in views)
-        + "{\n"
-        '#line 1 "src"\n'
-        f"{body}\n"
-        "}\n"
-        "}\n"
+        name,
+        source,
+        entry,
+        [a.name for a in inputs],
+        kinds,
+        [t.dtype for t in tensors],
+        [t.rank for t in tensors],
+        [r.name for r in results],
+        [r.dtype for r in results],
+        [r.rank for r in results],
+        [a[2] for a in attrs],
+        options,
     )
 
 
@@ -122,11 +130,6 @@ def kernel(
     debug: bool = False,
 ) -> Kernel:
     """Renders and registers a kernel; ``attrs`` are (name, type, attribute) triples."""
-    entry = f"{name}_0123456789"
-    source = render(entry, inputs, results, body, attrs, helper)
-    kinds = "".join("t" if isinstance(a, Tensor) else SCALAR_KIND[a.type] for a in inputs)
-    names = [a.name for a in inputs if isinstance(a, Tensor)] + [r.name for r in results]
-    handle = torch.ops.coreai_torch.register_kernel(
-        name, source, entry, kinds, names, [a[2] for a in attrs], 1 if debug else 0
-    )
-    return Kernel(name, handle, tuple(results), source)
+    args = registration(name, inputs, results, body, attrs, helper, 1 if debug else 0)
+    handle = torch.ops.coreai_torch.register_kernel(*args)
+    return Kernel(name, handle, tuple(results), args[1], args)
