@@ -7,6 +7,7 @@
 #import <Foundation/Foundation.h>
 #import <Metal/Metal.h>
 
+#include <ATen/mps/MPSDevice.h>
 #include <ATen/mps/MPSStream.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
@@ -32,9 +33,22 @@ constexpr int64_t kMaxIndex = std::numeric_limits<int32_t>::max();
 static_assert(sizeof(int32_t) == 4 && sizeof(float) == 4 && sizeof(bool) == 1,
               "scalar sizes must match Metal's int, float and bool");
 
+// What an empty tensor is bound to: it has no MTLBuffer (its storage's data
+// pointer is null), and Metal's API validation aborts the process on a nil
+// buffer binding. The kernel cannot read or write it (every extent is 0 or it
+// has no element), so one small buffer per process serves every such binding.
+id<MTLBuffer> empty_tensor_buffer() {
+  static id<MTLBuffer> buffer = [at::mps::MPSDevice::getInstance()->device()
+      newBufferWithLength:16
+                  options:MTLResourceStorageModeShared];
+  TORCH_CHECK(buffer != nil, "coreai_torch: cannot allocate the MTLBuffer bound to empty tensors");
+  return buffer;
+}
+
 id<MTLBuffer> buffer_of(const at::Tensor& tensor) {
   // An MPS storage's data pointer is its MTLBuffer.
-  return (__bridge id<MTLBuffer>)tensor.storage().data();
+  id<MTLBuffer> buffer = (__bridge id<MTLBuffer>)tensor.storage().data();
+  return buffer != nil ? buffer : empty_tensor_buffer();
 }
 
 std::string tensor_label(const KernelRecord& record, size_t ordinal, bool is_input) {
@@ -154,8 +168,10 @@ void encode_on(id<MTLComputeCommandEncoder> encoder, id<MTLComputePipelineState>
     switch (arg.kind) {
       case BoundArg::Kind::Tensor: {
         const at::Tensor& tensor = arg.tensor;
-        const auto offset =
-            static_cast<NSUInteger>(tensor.storage_offset() * tensor.element_size());
+        const bool has_storage = tensor.storage().data() != nullptr;
+        const auto offset = has_storage
+            ? static_cast<NSUInteger>(tensor.storage_offset() * tensor.element_size())
+            : NSUInteger{0};
         [encoder setBuffer:buffer_of(tensor) offset:offset atIndex:index];
         break;
       }
