@@ -353,3 +353,31 @@ def render_buffer_source(defn: KernelDefinition, spec: Specialization) -> tuple[
         "}\n"
     )
     return _finish(text, defn)
+
+
+def registration(defn: KernelDefinition, spec: Specialization, options: int) -> tuple:
+    """The arguments of ``torch.ops.coreai_torch.register_kernel`` for ``spec``.
+
+    ``(name, buffer rendering, entry, input names, arg_kinds, tensor input
+    dtypes, tensor input ranks, result names, result dtypes, result ranks,
+    thread attributes, options)`` (docs/internals.md §2).
+    """
+    entry, source = render_buffer_source(defn, spec)
+    tensors = [a for a in spec.inputs if isinstance(a, TensorArg)]
+    kinds = "".join(
+        TENSOR_KIND if isinstance(a, TensorArg) else SCALAR_KINDS[a.type] for a in spec.inputs
+    )
+    return (
+        defn.name,
+        source,
+        entry,
+        [a.name for a in spec.inputs],
+        kinds,
+        [a.dtype for a in tensors],
+        [a.rank for a in tensors],
+        [r.name for r in spec.results],
+        [r.dtype for r in spec.results],
+        [r.rank for r in spec.results],
+        [attr for _, _, attr in defn.metal_params],
+        options,
+    )

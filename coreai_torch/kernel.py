@@ -24,7 +24,7 @@ from .contract import (
     ScalarArg,
     Specialization,
     TensorArg,
-    render_buffer_source,
+    registration,
 )
 from .errors import MetalCompileError, reraise_compile_error
 from .specializations import Specializations
@@ -210,28 +210,11 @@ class TorchMetalKernel:
     def registration(self, spec: Specialization, *, options: int | None = None) -> tuple:
         """The arguments of ``torch.ops.coreai_torch.register_kernel`` for ``spec``.
 
-        ``(name, source, entry, input names, arg_kinds, tensor input dtypes,
-        tensor input ranks, result names, result dtypes, result ranks, thread
-        attributes, options)``: what a C++ caller needs to launch this
-        specialization without Python (``docs/internals.md`` §2). ``options``
-        defaults to the kernel's own (``debug``, ``fast_math``).
+        What a C++ caller needs to launch this specialization without Python
+        (``docs/internals.md`` §2). ``options`` defaults to the kernel's own
+        (``debug``, ``fast_math``).
         """
-        entry, source = render_buffer_source(self.definition, spec)
-        tensors = [a for a in spec.inputs if isinstance(a, TensorArg)]
-        return (
-            self.name,
-            source,
-            entry,
-            list(self.input_names),
-            kernel_op.arg_kinds(self),
-            [a.dtype for a in tensors],
-            [a.rank for a in tensors],
-            list(self.result_names),
-            [r.dtype for r in spec.results],
-            [r.rank for r in spec.results],
-            [attr for _, _, attr in self.definition.metal_params],
-            self.options if options is None else options,
-        )
+        return registration(self.definition, spec, self.options if options is None else options)
 
     # ------------------------------------------------------------ results
 

@@ -11,15 +11,14 @@ from dataclasses import dataclass
 
 import torch
 
+from coreai_torch import contract
 from coreai_torch.contract import (
     METAL_TYPES,
     SCALAR_KINDS,
-    TENSOR_KIND,
     KernelDefinition,
     ScalarArg,
     Specialization,
     TensorArg,
-    render_buffer_source,
 )
 
 METAL_TYPE = METAL_TYPES  # the dtype table of DESIGN.md
@@ -65,23 +64,6 @@ class Kernel:
         )
 
 
-def specialization(
-    inputs: list[Tensor | Scalar], results: list[Tensor]
-) -> tuple[Specialization, str]:
-    """The contract's specialization of these parameters, and their arg_kinds."""
-    args = tuple(
-        TensorArg(a.name, a.rank, a.dtype)
-        if isinstance(a, Tensor)
-        else ScalarArg(a.name, _SCALAR_TYPES[a.type])
-        for a in inputs
-    )
-    kinds = "".join(
-        TENSOR_KIND if isinstance(a, Tensor) else SCALAR_KINDS[_SCALAR_TYPES[a.type]]
-        for a in inputs
-    )
-    return Specialization(args, tuple(TensorArg(r.name, r.rank, r.dtype) for r in results)), kinds
-
-
 def registration(
     name: str,
     inputs: list[Tensor | Scalar],
@@ -92,32 +74,16 @@ def registration(
     options: int = 0,
 ) -> tuple:
     """The ``register_kernel`` arguments of a kernel rendered by the contract module."""
-    spec, kinds = specialization(inputs, results)
-    definition = KernelDefinition(
-        name,
-        tuple(a.name for a in inputs),
-        tuple(r.name for r in results),
-        body,
-        helper,
-        tuple(attrs),
-        (),
+    args = tuple(
+        TensorArg(a.name, a.rank, a.dtype)
+        if isinstance(a, Tensor)
+        else ScalarArg(a.name, _SCALAR_TYPES[a.type])
+        for a in inputs
     )
-    entry, source = render_buffer_source(definition, spec)
-    tensors = [a for a in inputs if isinstance(a, Tensor)]
-    return (
-        name,
-        source,
-        entry,
-        [a.name for a in inputs],
-        kinds,
-        [t.dtype for t in tensors],
-        [t.rank for t in tensors],
-        [r.name for r in results],
-        [r.dtype for r in results],
-        [r.rank for r in results],
-        [a[2] for a in attrs],
-        options,
-    )
+    spec = Specialization(args, tuple(TensorArg(r.name, r.rank, r.dtype) for r in results))
+    names = (tuple(a.name for a in inputs), tuple(r.name for r in results))
+    definition = KernelDefinition(name, *names, body, helper, tuple(attrs), ())
+    return contract.registration(definition, spec, options)
 
 
 def kernel(
