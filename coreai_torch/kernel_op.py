@@ -74,7 +74,7 @@ def define(kernel: TorchMetalKernel) -> torch._ops.OpOverload:
         warnings.warn(
             f"Redefining kernel '{name}': later calls of torch.ops.{OP_NAMESPACE}.{name} run "
             "the new definition.",
-            stacklevel=4,
+            stacklevel=3,
         )
     library = _LIBRARIES.get(name)
     if library is not None and library[1] == sig:
