@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 
 # The kernel each op runs, by name; replaced, never mutated, on redefinition.
 ACTIVE: dict[str, TorchMetalKernel] = {}
-_LIBRARIES: dict[str, tuple[torch.library.Library, str]] = {}  # name -> (library, schema)
+# name -> (library, schema, the C++ Autograd kernel's registration)
+_LIBRARIES: dict[str, tuple[torch.library.Library, str, Any]] = {}
 _WARNED_DEVICES: set[str] = set()
 
 _SCHEMA_SCALAR = {int: "SymInt", float: "float", bool: "bool"}
@@ -85,7 +86,9 @@ def define(kernel: TorchMetalKernel) -> torch._ops.OpOverload:
     if library is not None:
         # A new signature needs a new op: the old one goes. (A call of the old
         # op running in another thread at this moment is not protected.)
-        _LIBRARIES.pop(name)[0]._destroy()
+        old, _, autograd = _LIBRARIES.pop(name)
+        del autograd  # deregisters the Autograd kernel
+        old._destroy()
 
     lib = torch.library.Library(OP_NAMESPACE, "FRAGMENT")
     lib.define(name + sig)
@@ -97,8 +100,9 @@ def define(kernel: TorchMetalKernel) -> torch._ops.OpOverload:
     lib.impl(name, lambda *a: _eager(active(), a), "MPS")
     lib.impl(name, lambda *a: _other_device(active(), a), "CompositeExplicitAutograd")
     torch.library.register_fake(f"{OP_NAMESPACE}::{name}", lambda *a: _fake(active(), a), lib=lib)
-    lib.impl(name, lambda *a: _autograd(active(), a), "Autograd")
-    _LIBRARIES[name] = (lib, sig)
+    # In C++: a call autograd does not record goes on without Python.
+    autograd = _C._register_autograd_kernel(OP_NAMESPACE, name, lambda *a: _autograd(active(), a))
+    _LIBRARIES[name] = (lib, sig, autograd)
     ACTIVE[name] = kernel
     return _op(name)
 
@@ -173,25 +177,20 @@ def _fake(kernel: TorchMetalKernel, flat: tuple) -> Any:
 
 
 def _autograd(kernel: TorchMetalKernel, flat: tuple) -> Any:
-    """The op's Autograd kernel: kernels cannot be differentiated yet.
+    """A call of the op that autograd records (an input requires grad, grad mode on).
 
-    A call that autograd records (an input requires grad, grad mode on) runs
-    and returns results whose backward raises; under ``torch.func.grad`` the
-    call raises at once. Any other call goes on to the device's kernel.
+    Kernels cannot be differentiated yet: the call runs and its results carry a
+    backward that raises; under ``torch.func.grad`` it raises at once. Calls
+    autograd does not record never get here (csrc/autograd_kernel.cpp).
     """
-    inputs = flat[: len(kernel.input_names)]
-    recorded = torch.is_grad_enabled() and any(
-        isinstance(v, torch.Tensor) and v.requires_grad for v in inputs
-    )
-    if not recorded:
-        with torch._C._AutoDispatchBelowAutograd():
-            return _op(kernel.name)(*flat)
     if torch._C._are_functorch_transforms_active():
         # functorch's grad transform cannot run a custom backward of this kind.
         interpreter = retrieve_current_functorch_interpreter()
         if interpreter is not None and interpreter.key() == TransformType.Grad:
             _no_backward(kernel.name)
-    return _NoBackward.apply(kernel.name, *flat)
+    out = _NoBackward.apply(kernel.name, *flat)
+    # autograd.Function records tensors and tuples of them: a list travels as a tuple.
+    return list(out) if kernel.return_kind == "list" else out
 
 
 class _NoBackward(torch.autograd.Function):
@@ -200,7 +199,8 @@ class _NoBackward(torch.autograd.Function):
     @staticmethod
     def forward(name: str, *flat: Any) -> Any:
         with torch._C._AutoDispatchBelowAutograd():
-            return _op(name)(*flat)
+            out = _op(name)(*flat)
+        return tuple(out) if isinstance(out, list) else out
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:

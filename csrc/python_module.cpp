@@ -1,8 +1,8 @@
 // The Python extension module coreai_torch._C. Importing it loads this
 // library, whose static initialisers register the coreai_torch operators
 // (csrc/ops.cpp). It holds the contract's facts (_C.contract), a kernel's
-// specialization table and eager calls (specialization_table.cpp), and test
-// and benchmark hooks.
+// specialization table and eager calls (specialization_table.cpp), the per-kernel
+// ops' Autograd kernel (autograd_kernel.cpp), and test and benchmark hooks.
 #ifndef COREAI_TORCH_NO_PYTHON
 
 #include <torch/extension.h>
@@ -11,6 +11,7 @@
 #include "cpu/fiber.h"
 #include "cpu/jit.h"
 #include "cpu/source_scan.h"
+#include "autograd_kernel.h"
 #include "python_contract.h"
 #include "specialization_table.h"
 
@@ -43,6 +44,7 @@ PYBIND11_MODULE(_C, m) {
       },
       "The C++ compiler the CPU backend compiles kernels with.");
   m.def("_msl_directory", &coreai_torch::cpu::msl_directory);
+  coreai_torch::add_autograd_kernel(m);
   coreai_torch::add_contract(m);
   coreai_torch::add_specialization_table(m);
 }

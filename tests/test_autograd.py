@@ -73,3 +73,22 @@ def test_calls_without_gradients_are_unaffected():
     w = torch.randn(4, requires_grad=True)
     (w * call(plain)).sum().backward()
     torch.testing.assert_close(w.grad, plain * 2)
+
+
+def as_list(x: torch.Tensor) -> list[torch.Tensor]:
+    return [x * 2, x + 1]
+
+
+listed = TorchMetalKernel(
+    "grad_list", ["x"], ["a", "b"], "a[id] = x[id] * 2; b[id] = x[id] + 1;", as_list,
+    metal_params=ID,
+)  # fmt: skip
+
+
+def test_list_results_keep_their_type_and_refuse_backward():
+    x = torch.randn(4, requires_grad=True)
+    out = listed(x, **CALL, result_shapes=[[4], [4]])
+    assert type(out) is list
+    torch.testing.assert_close(out[0], x.detach() * 2)
+    with pytest.raises(RuntimeError, match="kernel 'grad_list' has no backward"):
+        out[1].sum().backward()
