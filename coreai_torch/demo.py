@@ -19,119 +19,18 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from . import examples
+from .examples import AddModel, torch_rms_norm, torch_sincos
 from .kernel import TorchMetalKernel
-
-_ID = ("id", "uint", "thread_position_in_grid")
-
-
-def _param(name: str, dtype: str, attr: str):
-    from coreai.authoring import MetalParameter
-
-    return MetalParameter(name, dtype, attr)
-
-
-# ----------------------------------------------------------------- kernels
-
-
-def _torch_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return x + y
-
-
-def _torch_sincos(x: torch.Tensor) -> list[torch.Tensor]:
-    return [torch.sin(x), torch.cos(x)]
-
-
-def _torch_matmul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return torch.matmul(x, y)
-
-
-def _torch_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    variance = x.float().pow(2).mean(-1, keepdim=True)
-    return (x.float() * torch.rsqrt(variance + eps)).to(x.dtype) * weight
 
 
 def make_kernels() -> dict[str, TorchMetalKernel]:
-    """The seed kernels of Apple's documentation plus an RMSNorm kernel."""
-    vector_add = TorchMetalKernel(
-        "vector_add",
-        ["x", "y"],
-        ["output"],
-        src="output[id] = x[id] + y[id];",
-        torch_defn=_torch_add,
-        metal_params=[_param(*_ID)],
-    )
-    sincos = TorchMetalKernel(
-        "sincos",
-        ["x"],
-        ["out_sin", "out_cos"],
-        src="out_sin[id] = sin(x[id]); out_cos[id] = cos(x[id]);",
-        torch_defn=_torch_sincos,
-        metal_params=[_param(*_ID)],
-    )
-    matmul = TorchMetalKernel(
-        "matmul",
-        ["A", "B"],
-        ["C"],
-        src="""
-            const uint K = A.get_extent(0);
-            const uint M = A.get_extent(1);
-            const uint N = B.get_extent(0);
-            if (gid.x >= N || gid.y >= M) return;
-            TYPE sum = 0.0f;
-            for (uint k = 0; k < K; ++k) {
-                sum += A[k, gid.y] * B[gid.x, k];
-            }
-            C[gid.x, gid.y] = sum;
-        """,
-        torch_defn=_torch_matmul,
-        metal_params=[_param("gid", "uint2", "thread_position_in_grid")],
-        template_dtypes={"A": "TYPE"},
-    )
-    # One threadgroup per row; 32 threads (one SIMD-group) reduce the sum of
-    # squares with simd_sum. Rows are the innermost torch dimension, so a torch
-    # [rows, dim] tensor is read as x[col, row].
-    rms_norm = TorchMetalKernel(
-        "rms_norm",
-        ["x", "weight", "eps"],
-        ["out"],
-        src="""
-            const uint dim = x.get_extent(0);
-            const uint row = group.x;
-            float partial = 0.0f;
-            for (uint c = lane; c < dim; c += 32) {
-                float v = x[c, row];
-                partial += v * v;
-            }
-            const float scale = rsqrt(simd_sum(partial) / float(dim) + eps);
-            for (uint c = lane; c < dim; c += 32) {
-                out[c, row] = x[c, row] * scale * weight[c];
-            }
-        """,
-        torch_defn=_torch_rms_norm,
-        metal_params=[
-            _param("group", "uint3", "threadgroup_position_in_grid"),
-            _param("lane", "uint", "thread_index_in_simdgroup"),
-        ],
-    )
-    return {k.name: k for k in (vector_add, sincos, matmul, rms_norm)}
+    """The seed kernels (:mod:`coreai_torch.examples`) by kernel name."""
+    kernels = (examples.custom_add, examples.sincos, examples.custom_matmul, examples.rms_norm)
+    return {k.name: k for k in kernels}
 
 
 # ------------------------------------------------------------------ models
-
-
-class AddModel(nn.Module):
-    def __init__(self, kernel: TorchMetalKernel) -> None:
-        super().__init__()
-        self.kernel = kernel
-
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return self.kernel(
-            x,
-            y,
-            threads_per_grid=(x.shape[0], 1, 1),
-            threads_per_thread_group=(1, 1, 1),
-            result_shapes=[list(x.shape)],
-        )
 
 
 class RMSNorm(nn.Module):
@@ -144,7 +43,7 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.kernel is None:
-            return _torch_rms_norm(x, self.weight, self.eps)
+            return torch_rms_norm(x, self.weight, self.eps)
         rows = x.reshape(-1, x.shape[-1])
         out = self.kernel(
             rows,
@@ -213,7 +112,7 @@ def run_kernels(kernels: dict[str, TorchMetalKernel]) -> None:
     _compare("vector_add, float32[16]", out, x + y, rtol=0, atol=0)
 
     out = kernels["sincos"](x, **call, result_shapes=[[16], [16]])
-    _compare("sincos, float32[16], two results", out, _torch_sincos(x), rtol=1e-5, atol=1e-6)
+    _compare("sincos, float32[16], two results", out, torch_sincos(x), rtol=1e-5, atol=1e-6)
 
     for dtype, tol in ((torch.float32, 1e-5), (torch.float16, 1e-2)):
         a, b = torch.randn(24, 16, dtype=dtype), torch.randn(16, 20, dtype=dtype)
@@ -236,7 +135,7 @@ def run_kernels(kernels: dict[str, TorchMetalKernel]) -> None:
         threads_per_thread_group=(32, 1, 1),
         result_shapes=[[6, 100]],
     )
-    want = _torch_rms_norm(rows, weight, 1e-6)
+    want = torch_rms_norm(rows, weight, 1e-6)
     _compare("rms_norm (simd_sum), float32[6, 100]", out, want, rtol=1e-5, atol=1e-5)
 
 
@@ -245,7 +144,7 @@ def run_conversion(kernels: dict[str, TorchMetalKernel], out_dir: Path) -> None:
     from .runtime import run_program
 
     _step("2. Export the seed AddModel")
-    model = AddModel(kernels["vector_add"]).eval()
+    model = AddModel().eval()
     example = (torch.randn(16), torch.randn(16))
     exported = torch.export.export(model, example)
     nodes = [n for n in exported.graph.nodes if n.op == "call_function"]

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-# The C++ backends start a compile failure's message with this marker
-# (docs/internals.md, section 2).
-COMPILE_ERROR_MARKER = "MetalCompileError: "
+from .contract import COMPILE_ERROR_MARKER
 
 
 class MetalCompileError(RuntimeError):

@@ -15,13 +15,20 @@ from typing import Any, get_args, get_origin
 
 import torch
 
-from .contract import BUFFER_PREFIX, META_NAME
+from .contract import (
+    BUFFER_PREFIX,
+    EXCLUSIVE_THREAD_ATTRIBUTES,
+    META_NAME,
+    METAL_TYPES,
+    OP_NAMESPACE,
+    THREAD_ATTRIBUTES,
+)
 
 SCALAR_TYPES = (int, float, bool)
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
-# Words a parameter of a Metal (C++14-based) kernel cannot be called.
+# Words a parameter of a Metal (C++-based) kernel cannot be called.
 _RESERVED = frozenset(
     """
     alignas alignof and and_eq asm auto bitand bitor bool break case catch char char16_t
@@ -32,38 +39,31 @@ _RESERVED = frozenset(
     switch template this thread_local throw true try typedef typeid typename union unsigned
     using virtual void volatile wchar_t while xor xor_eq kernel vertex fragment device constant
     threadgroup thread threadgroup_imageblock ray_data object_data half bfloat uint ushort uchar
-    ulong size_t ptrdiff_t metal tensor
+    ulong size_t ptrdiff_t metal tensor tensor_inline tensor_handle tensor_offset dextents
+    extents array mpp tensor_ops
     """.split()  # noqa: SIM905
 )
 
-# Compute-function input attributes (Metal Shading Language, "Attributes for
-# kernel function input arguments") and the types each may be declared with.
-_VECTOR_ATTRS = {
-    "thread_position_in_grid",
-    "thread_position_in_threadgroup",
-    "threadgroup_position_in_grid",
-    "threads_per_grid",
-    "threads_per_threadgroup",
-    "threadgroups_per_grid",
-    "dispatch_threads_per_threadgroup",
-    "grid_origin",
-    "grid_size",
-}
-_SCALAR_ATTRS = {
-    "thread_index_in_threadgroup",
-    "thread_index_in_simdgroup",
-    "thread_index_in_quadgroup",
-    "simdgroup_index_in_threadgroup",
-    "quadgroup_index_in_threadgroup",
-    "threads_per_simdgroup",
-    "simdgroups_per_threadgroup",
-    "quadgroups_per_threadgroup",
-    "thread_execution_width",
-    "dispatch_simdgroups_per_threadgroup",
-    "dispatch_quadgroups_per_threadgroup",
-}
-_VECTOR_ATTR_TYPES = {"uint", "uint2", "uint3", "ushort", "ushort2", "ushort3"}
-_SCALAR_ATTR_TYPES = {"uint", "ushort"}
+# Metal's scalar, vector, matrix and packed type names (uint3, half4x4,
+# packed_float3, ...) and the fixed-width integer types of the dtype table:
+# the generated signature and views spell types with these names.
+_TYPE_NAME = re.compile(
+    r"(packed_)?(bool|char|uchar|short|ushort|int|uint|long|ulong|half|bfloat|float|double)"
+    r"([234](x[234])?)?\Z|u?int(8|16|32|64)_t\Z"
+)
+_TYPE_NAMES = frozenset(METAL_TYPES.values())
+
+# The keywords of a kernel call and the op's own schema arguments: an input
+# named like one of them cannot be passed (torch.compile passes by name).
+_CALL_KEYWORDS = ("threads_per_grid", "threads_per_thread_group", "result_shapes")
+_SCHEMA_RESULT_PREFIX = "result_shape_"
+
+
+def _op_namespace_attributes() -> frozenset[str]:
+    # torch.ops.<namespace>.<name> is an attribute lookup on a module object:
+    # a kernel named like one of its own attributes could never be reached.
+    namespace = torch._ops._OpNamespace(OP_NAMESPACE)
+    return frozenset(dir(type(namespace))) | frozenset(vars(namespace))
 
 
 def check_kernel_name(name: object) -> str:
@@ -72,8 +72,14 @@ def check_kernel_name(name: object) -> str:
     if not _IDENTIFIER.match(name):
         raise ValueError(
             f"Kernel name {name!r} is not a valid identifier: it names a torch op "
-            "(coreai_metal_kernels::<name>) and a Metal function, so use letters, digits and "
+            f"({OP_NAMESPACE}::<name>) and a Metal function, so use letters, digits and "
             "underscores, not starting with a digit."
+        )
+    if keyword.iskeyword(name) or name.startswith("__") or name in _op_namespace_attributes():
+        raise ValueError(
+            f"Kernel name {name!r} cannot name a torch op: torch.ops.{OP_NAMESPACE}.{name} would "
+            "be a Python keyword or an attribute every op namespace already has. Pick another "
+            "name."
         )
     return name
 
@@ -85,13 +91,35 @@ def _check_identifier(kernel: str, label: str, value: object) -> str:
             "(letters, digits and underscores, not starting with a digit)."
         )
     if value in _RESERVED or keyword.iskeyword(value):
-        raise ValueError(f"kernel '{kernel}': {label} {value!r} is a reserved word in Metal.")
-    if value == META_NAME or value.startswith(BUFFER_PREFIX):
+        raise ValueError(
+            f"kernel '{kernel}': {label} {value!r} is a reserved word in Metal or a name the "
+            "generated kernel signature uses; rename it."
+        )
+    if value in _TYPE_NAMES or _TYPE_NAME.match(value):
+        raise ValueError(
+            f"kernel '{kernel}': {label} {value!r} is a Metal type name, which the generated "
+            "kernel signature spells types with; rename it."
+        )
+    if "__" in value or re.match(r"_[A-Z]", value):
+        raise ValueError(
+            f"kernel '{kernel}': {label} {value!r} is reserved for the compiler (C++ reserves "
+            "names with a double underscore or an underscore and a capital); rename it."
+        )
+    if value == META_NAME or value.lower().startswith("coreai"):
         raise ValueError(
             f"kernel '{kernel}': {label} {value!r} is reserved for the names coreai_torch "
-            f"generates ({META_NAME!r}, {BUFFER_PREFIX!r}...); rename it."
+            f"generates ({META_NAME!r}, {BUFFER_PREFIX!r}..., coreai::...); rename it."
         )
     return value
+
+
+def _check_input_name(kernel: str, value: str) -> None:
+    if value in _CALL_KEYWORDS or value.startswith(_SCHEMA_RESULT_PREFIX):
+        raise ValueError(
+            f"kernel '{kernel}': input name {value!r} collides with the kernel call's own "
+            f"arguments ({', '.join(_CALL_KEYWORDS)}, {_SCHEMA_RESULT_PREFIX}<result>); "
+            "rename it."
+        )
 
 
 def _as_name_list(kernel: str, label: str, names: object) -> tuple[str, ...]:
@@ -116,6 +144,8 @@ def check_io_names(
         duplicates = sorted(n for n, c in Counter(names).items() if c > 1)
         if duplicates:
             raise ValueError(f"kernel '{kernel}': duplicate {label} names {duplicates}.")
+    for n in inputs:
+        _check_input_name(kernel, n)
     overlap = sorted(set(inputs) & set(results))
     if overlap:
         raise ValueError(
@@ -151,12 +181,9 @@ def check_metal_params(
                 "a result or another metal parameter."
             )
         seen.add(name)
-        if attr in _VECTOR_ATTRS:
-            allowed = _VECTOR_ATTR_TYPES
-        elif attr in _SCALAR_ATTRS:
-            allowed = _SCALAR_ATTR_TYPES
-        else:
-            known = ", ".join(sorted(_VECTOR_ATTRS | _SCALAR_ATTRS))
+        allowed = THREAD_ATTRIBUTES.get(attr)
+        if allowed is None:
+            known = ", ".join(sorted(THREAD_ATTRIBUTES))
             raise ValueError(
                 f"kernel '{kernel}': metal parameter {name!r} has attribute {attr!r}, which is "
                 f"not a compute-kernel thread attribute. Known attributes: {known}."
@@ -167,6 +194,13 @@ def check_metal_params(
                 f"Metal allows {sorted(allowed)}."
             )
         params.append((name, dtype, attr))
+    attrs = {attr for _, _, attr in params}
+    for first, second in EXCLUSIVE_THREAD_ATTRIBUTES:
+        if first in attrs and second in attrs:
+            raise ValueError(
+                f"kernel '{kernel}': metal_params declare both [[{first}]] and [[{second}]], "
+                "which Metal does not allow in one kernel; keep one (they hold the same value)."
+            )
     return tuple(params)
 
 

@@ -1,46 +1,92 @@
 // Public C++ surface of coreai_torch: register a rendered kernel specialization
-// once, then launch it by handle. docs/internals.md describes the arguments.
+// once, launch it by handle, release it when done. docs/internals.md §2
+// describes the arguments; contract.h holds the contract's constants.
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "artifact_slot.h"
+#include "contract.h"
+
 namespace coreai_torch {
 
-// Bits of KernelRecord::options.
-constexpr int64_t kOptionDebug = 1;     // CPU: bounds checks and unwritten-result report
-constexpr int64_t kOptionFastMath = 2;  // MPS: compile with fast math instead of safe math
+// One kernel input or result of a specialization.
+struct ArgSpec {
+  std::string name;
+  ArgKind kind = ArgKind::Tensor;  // results are always tensors
+  at::ScalarType dtype = at::ScalarType::Undefined;  // tensors only
+  int64_t rank = 0;                                  // tensors only
+};
 
-// One rendered specialization, as registered. Immutable once registered.
-struct KernelRecord {
+// Everything one specialization fixes: the rendered source and entry, every
+// argument's kind, dtype and rank, the thread attributes and the options.
+struct KernelSpec {
   std::string name;    // the user's kernel name, for messages
   std::string source;  // the buffer rendering (Metal source)
   std::string entry;   // the kernel function's name in `source`
-  std::string arg_kinds;  // per kernel input: 't' tensor, 'i' int, 'f' float, 'b' bool
-  std::vector<std::string> tensor_names;  // tensor inputs, then results
+  std::vector<ArgSpec> inputs;            // kernel inputs, signature order
+  std::vector<ArgSpec> results;           // results, signature order
   std::vector<std::string> thread_attrs;  // attribute of each metal_params entry
-  int64_t options = 0;
+  int64_t options = 0;                    // kOption* bits
 };
 
-// Returns the handle of `record`; an identical record gets the same handle.
-int64_t register_kernel(KernelRecord record);
+// What a backend compiled for a specialization, one slot per backend. A
+// backend adds its slot here (a CUDA backend: ArtifactSlot<cuda::Module> cuda).
+namespace cpu {
+struct KernelLibrary;
+}
+namespace mps {
+struct Pipeline;
+}
+struct BackendArtifacts {
+  ArtifactSlot<cpu::KernelLibrary> cpu;
+  ArtifactSlot<mps::Pipeline> mps;  // filled in macOS builds only
+  // Whether a launch on `device` finds its artifact already built.
+  bool ready(const at::Device& device) const;
+};
 
-// The record behind a handle (throws for an unknown handle).
-const KernelRecord& kernel_record(int64_t handle);
+// A registered specialization: the spec, what is derived from it, and the
+// backends' artifacts. Shared by the registry and every launch in flight, so
+// its artifacts (a loaded library, a pipeline) go when the last user lets go.
+struct KernelRecord : KernelSpec {
+  explicit KernelRecord(KernelSpec spec);
+  KernelRecord(const KernelRecord&) = delete;
+  KernelRecord& operator=(const KernelRecord&) = delete;
 
-// Allocates the results and runs the kernel on the device of `tensors`
-// (CPU or MPS). See docs/internals.md for the meaning of each argument.
-std::vector<at::Tensor> launch(
-    int64_t handle,
-    at::TensorList tensors,
-    c10::ArrayRef<c10::Scalar> scalars,
-    at::IntArrayRef grid,
-    at::IntArrayRef group,
-    at::IntArrayRef result_shapes,
-    at::IntArrayRef result_ranks,
-    c10::ArrayRef<at::ScalarType> result_dtypes);
+  std::string arg_kinds;                  // one ArgKind character per input
+  std::vector<std::string> tensor_names;  // tensor inputs, then results
+  std::vector<int64_t> tensor_ranks;      // of the same tensors
+  size_t tensor_inputs = 0;               // how many inputs are tensors
+  MetaLayout layout;                      // the coreai_meta buffer of every launch
+  mutable BackendArtifacts artifacts;
+};
+
+// Checks `spec` (ValueError/TypeError naming the kernel and the argument) and
+// returns its handle; an identical spec gets the same handle. Each call counts
+// one use of the handle, and release_kernel gives one back. Nothing is
+// compiled here: a backend compiles on its first launch.
+int64_t register_kernel(KernelSpec spec);
+
+// Gives back one use of `handle`. When none is left, the handle is unknown
+// from then on and the record goes once the launches still using it end; what
+// the backends compiled for it is unloaded with it.
+void release_kernel(int64_t handle);
+
+// The record behind a handle (ValueError for an unknown or released handle).
+std::shared_ptr<const KernelRecord> kernel_record(int64_t handle);
+
+// Allocates the results and runs the kernel on the device of `tensors` (CPU,
+// or MPS in macOS builds; meta tensors only allocate). Every tensor's device,
+// dtype and rank and every scalar's kind is checked against the record
+// (ValueError/TypeError naming the kernel and the argument). `result_shapes`
+// is every result's shape concatenated, split by the record's result ranks.
+std::vector<at::Tensor> launch(int64_t handle, at::TensorList tensors,
+                               c10::ArrayRef<c10::Scalar> scalars, at::IntArrayRef grid,
+                               at::IntArrayRef group, at::IntArrayRef result_shapes);
 
 }  // namespace coreai_torch

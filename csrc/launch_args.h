@@ -30,6 +30,26 @@ struct LaunchArgs {
   size_t num_results = 0;         // the last num_results args are the results
 };
 
+// What launch_record checks before running: everything (a launch through the
+// op or the C++ API), or only what matching a registered specialization has
+// not already established (the Python fast path, specializations.cpp, which
+// has matched every tensor's device, dtype and rank, every scalar's kind and
+// the grid and threadgroup before it calls).
+enum class LaunchChecks { All, AfterMatch };
+
+// Checks a launch of `record` (see `checks`), allocates its results, builds its
+// metadata and runs it on the backend of the tensors' device.
+std::vector<at::Tensor> launch_record(int64_t handle, const KernelRecord& record,
+                                      at::TensorList tensors, c10::ArrayRef<c10::Scalar> scalars,
+                                      at::IntArrayRef grid, at::IntArrayRef group,
+                                      at::IntArrayRef result_shapes, LaunchChecks checks);
+
+// The results of a launch of `record` as meta tensors (for tracing), after
+// every check a launch makes.
+std::vector<at::Tensor> launch_meta(const KernelRecord& record, at::TensorList tensors,
+                                    c10::ArrayRef<c10::Scalar> scalars, at::IntArrayRef grid,
+                                    at::IntArrayRef group, at::IntArrayRef result_shapes);
+
 namespace cpu {
 // Runs `args` on the CPU backend (csrc/cpu/). Compiles on first use.
 void run(int64_t handle, const KernelRecord& record, LaunchArgs& args);

@@ -1,7 +1,8 @@
 // The Python extension module coreai_torch._C. Importing it loads this
 // library, whose static initialisers register the coreai_torch operators
-// (csrc/ops.cpp); the functions here are test and benchmark hooks, and the eager fast
-// path of a kernel call (fast_call.cpp).
+// (csrc/ops.cpp). It holds the contract's facts (_C.contract), a kernel's
+// specialization table and eager calls (specialization_table.cpp), the per-kernel
+// ops' Autograd kernel (autograd_kernel.cpp), and test and benchmark hooks.
 #ifndef COREAI_TORCH_NO_PYTHON
 
 #include <torch/extension.h>
@@ -10,7 +11,9 @@
 #include "cpu/fiber.h"
 #include "cpu/jit.h"
 #include "cpu/source_scan.h"
-#include "fast_call.h"
+#include "autograd_kernel.h"
+#include "python_contract.h"
+#include "specialization_table.h"
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "coreai_torch native library: registers torch.ops.coreai_torch";
@@ -53,7 +56,9 @@ PYBIND11_MODULE(_C, m) {
       },
       "The C++ compiler the CPU backend compiles kernels with.");
   m.def("_msl_directory", &coreai_torch::cpu::msl_directory);
-  coreai_torch::add_fast_call(m);
+  coreai_torch::add_autograd_kernel(m);
+  coreai_torch::add_contract(m);
+  coreai_torch::add_specialization_table(m);
 }
 
 #endif  // COREAI_TORCH_NO_PYTHON

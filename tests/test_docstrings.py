@@ -5,6 +5,7 @@ import doctest
 import pytest
 
 import coreai_torch.contract
+import coreai_torch.examples
 import coreai_torch.kernel
 import coreai_torch.modes
 import coreai_torch.runtime
@@ -12,7 +13,13 @@ import coreai_torch.runtime
 
 @pytest.mark.parametrize(
     "module",
-    [coreai_torch.contract, coreai_torch.kernel, coreai_torch.modes, coreai_torch.runtime],
+    [
+        coreai_torch.contract,
+        coreai_torch.examples,
+        coreai_torch.kernel,
+        coreai_torch.modes,
+        coreai_torch.runtime,
+    ],
     ids=lambda m: m.__name__,
 )
 def test_docstring_examples(module) -> None:

@@ -2,7 +2,9 @@
 
 import pytest
 import torch
-from seed_kernels import (
+from torch import nn
+
+from coreai_torch.examples import (
     AddModel,
     MatmulModel,
     SinCosModel,
@@ -11,7 +13,6 @@ from seed_kernels import (
     scale_shift,
     sincos,
 )
-from torch import nn
 
 
 def kernel_nodes(ep: torch.export.ExportedProgram) -> list[torch.fx.Node]:

@@ -1,4 +1,4 @@
-"""The eager fast path of a kernel call (csrc/fast_call.cpp).
+"""The eager fast path of a kernel call (csrc/specialization_table.cpp).
 
 A repeated call of a registered specialization with plain arguments is
 launched from C++ without the dispatcher. These tests check that it gives the
@@ -9,6 +9,13 @@ errors as before it.
 """
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
 
 import pytest
 import torch
@@ -90,9 +97,13 @@ def test_result_containers_as_torch_defn(defn, kind):
 def test_fast_launch_declines_what_it_does_not_handle(scaled):
     x, y = torch.randn(8), torch.randn(8)
     call_scaled(scaled, x, y)
-    fast = scaled._fast
+    table = scaled.table
     grid, group = (8, 1, 1), (8, 1, 1)
-    assert _C._fast_launch(fast, (x, y, 3, 0.5, True), grid, group, [[8]]) is not None
+
+    def fast(inputs, g, t, shapes):
+        return _C._launch(table, 0, inputs, g, t, shapes)
+
+    assert fast((x, y, 3, 0.5, True), grid, group, [[8]]) is not None
     declined = [
         ((x.double(), y.double(), 3, 0.5, True), grid, group, [[8]]),  # new specialization
         ((x, y, 3, 0.5, True), grid, group, [[2, 4]]),  # new result rank
@@ -105,25 +116,34 @@ def test_fast_launch_declines_what_it_does_not_handle(scaled):
         ((x, y, 3, 0.5, True), (8, 1), group, [[8]]),
         ((x, y, 3, 0.5, True), grid, (8, 1, 0), [[8]]),
         ((x, y, 3, 0.5, True), grid, (2048, 1, 1), [[8]]),
-        ((x, y, 3, 0.5, True), grid, group, [[]]),
+        ((x, y, 3, 0.5, True), grid, group, [[]]),  # rank 0: not registered
+        ((x, y, 3, 0.5, True), (2**32, 1, 1), group, [[8]]),
         ((x, y, 3, 0.5, True), grid, group, [[-8]]),
         ((x, y, 3, 0.5, True), grid, group, [[8], [8]]),
         ((x, y, 3, 0.5), grid, group, [[8]]),
     ]
     for inputs, g, t, shapes in declined:
-        assert _C._fast_launch(fast, inputs, g, t, shapes) is None, (inputs, g, t, shapes)
+        assert fast(inputs, g, t, shapes) is None, (inputs, g, t, shapes)
+    # Tensors whose memory does not hold their values take the op, whose
+    # dispatcher resolves them first.
+    negated = torch.randn(8, dtype=torch.complex64).conj().imag
+    assert negated.is_neg()
+    assert fast((negated, y, 3, 0.5, True), grid, group, [[8]]) is None
+    assert fast((torch._efficientzerotensor(8), y, 3, 0.5, True), grid, group, [[8]]) is None
+    # Another option set is another specialization.
+    assert _C._launch(table, 1, (x, y, 3, 0.5, True), grid, group, [[8]]) is None
     with torch.enable_grad():
         xg = x.clone().requires_grad_()
-        assert _C._fast_launch(fast, (xg, y, 3, 0.5, True), grid, group, [[8]]) is None
+        assert fast((xg, y, 3, 0.5, True), grid, group, [[8]]) is None
     with torch.inference_mode():
-        assert _C._fast_launch(fast, (x, y, 3, 0.5, True), grid, group, [[8]]) is not None
+        assert fast((x, y, 3, 0.5, True), grid, group, [[8]]) is not None
 
     # Under vmap each row is a plain-looking 1-D float tensor; the transform
     # shows in the thread's dispatch keys.
     seen = []
 
     def probe(row: torch.Tensor) -> torch.Tensor:
-        seen.append(_C._fast_launch(fast, (row, y, 3, 0.5, True), grid, group, [[8]]))
+        seen.append(fast((row, y, 3, 0.5, True), grid, group, [[8]]))
         return row
 
     torch.vmap(probe)(torch.randn(2, 8))
@@ -139,7 +159,7 @@ def test_errors_after_warm_up_are_unchanged(scaled):
         call_scaled(scaled, x, y, k=2**31)
     with pytest.raises(ValueError, match="float input 's' = inf is not finite"):
         call_scaled(scaled, x, y, s=float("inf"))
-    with pytest.raises(ValueError, match="threads_per_thread_group entries must be >= 1"):
+    with pytest.raises(ValueError, match=r"threads_per_thread_group entries must be in \[1, "):
         scaled(
             x,
             y,
@@ -161,11 +181,12 @@ def test_errors_after_warm_up_are_unchanged(scaled):
             threads_per_thread_group=(8, 1, 1),
             result_shapes=[[8]],
         )
-    with pytest.raises(ValueError, match="rank-0 results are not supported"):
+    with pytest.raises(ValueError, match=r"result_shapes gives \[\] for result 'out'"):
         scaled(x, y, 3, 0.5, True, **GRID, result_shapes=[[]])
     with pytest.raises(TypeError, match="takes 5 inputs"):
         scaled(x, y, 3, 0.5, **GRID, result_shapes=[[8]])
-    with pytest.raises(RuntimeError, match=r"threads_per_grid entries must be in \[0, 2\^32 - 1\]"):
+    # A ValueError, as every other bad grid (issue 9, 2.9).
+    with pytest.raises(ValueError, match=r"threads_per_grid entries must be in \[0, 2\^32 - 1\]"):
         scaled(
             x,
             y,
@@ -246,3 +267,82 @@ def test_compile_errors_on_repeated_calls():
     for _ in range(2):  # the second call reaches the registered specialization directly
         with pytest.raises(MetalCompileError, match="src:1"):
             broken(x, **GRID, result_shapes=[[8]])
+
+
+def test_lazily_negated_views_are_read_as_their_values():
+    # z.conj().imag is a view whose memory holds imag(z) and whose Negative
+    # dispatch key says "negate on read". The first call took the op (whose
+    # dispatcher resolved it), every later one read the raw memory (issue 9, 2.3).
+    kernel = TorchMetalKernel(
+        "fast_copy", ["x"], ["out"], "out[id] = x[id];", copy, metal_params=ID
+    )
+    z = torch.randn(8, dtype=torch.complex64)
+    view = z.conj().imag
+    for _ in range(3):
+        out = kernel(view, **GRID, result_shapes=[[8]])
+        torch.testing.assert_close(out, -z.imag, rtol=0, atol=0)
+
+
+ZERO_TENSOR_CHILD = """
+import torch
+from coreai_torch import MetalParameter, TorchMetalKernel
+
+def copy(x: torch.Tensor) -> torch.Tensor:
+    return x.clone()
+
+k = TorchMetalKernel("zero_copy", ["x"], ["out"], "out[id] = x[id] + 1.0f;", copy,
+                     metal_params=[MetalParameter("id", "uint", "thread_position_in_grid")])
+call = dict(threads_per_grid=(8, 1, 1), threads_per_thread_group=(8, 1, 1), result_shapes=[[8]])
+k(torch.ones(8), **call)  # registers the specialization: later calls take the fast path
+zero = torch._efficientzerotensor(8)  # no storage at all
+for _ in range(3):
+    assert torch.equal(k(zero, **call), torch.ones(8)), k(zero, **call)
+print("ok")
+"""
+
+
+def test_zero_tensors_are_read_as_zeros_in_a_subprocess(tmp_path):
+    # A ZeroTensor has no memory: reading it from the fast path crashed the
+    # process (issue 9, 2.3).
+    env = {**os.environ, "COREAI_TORCH_CACHE_DIR": os.environ.get("COREAI_TORCH_CACHE_DIR", "")}
+    run = subprocess.run(
+        [sys.executable, "-c", ZERO_TENSOR_CHILD],
+        capture_output=True, text=True, timeout=300, env={k: v for k, v in env.items() if v},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip() == "ok"
+
+
+def test_a_launch_that_compiles_releases_the_gil():
+    # A small launch keeps the GIL, but not one that must compile first: the
+    # compiler takes a large fraction of a second, and other Python threads
+    # must run meanwhile.
+    tag = uuid.uuid4().hex  # a source no cache has seen: the launch compiles
+    kernel = TorchMetalKernel(
+        "fast_gil", ["x"], ["out"], f"// {tag}\nout[id] = x[id];", copy, metal_params=ID
+    )
+    x = torch.randn(8)
+    kernel.specializations.handle(kernel, (x,), [[8]], 0)  # registered, not compiled
+    ticks, running = [], threading.Event()
+
+    def ticker():
+        running.set()
+        while running.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.001)
+
+    thread = threading.Thread(target=ticker)
+    thread.start()
+    try:
+        compiles = torch.ops.coreai_torch.cpu_compile_count()
+        start = time.perf_counter()
+        out = _C._launch(kernel.table, 0, (x,), (8, 1, 1), (8, 1, 1), [[8]])
+        end = time.perf_counter()
+    finally:
+        running.clear()
+        thread.join()
+    assert torch.ops.coreai_torch.cpu_compile_count() == compiles + 1
+    torch.testing.assert_close(out, x, rtol=0, atol=0)
+    during = [t for t in ticks if start < t < end]
+    # With the GIL held the ticker could not run at all during the launch.
+    assert len(during) >= 5, (len(during), end - start)

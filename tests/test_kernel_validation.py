@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
+import shutil
+import subprocess
+
 import pytest
 import torch
 
-from coreai_torch import MetalParameter, TorchMetalKernel
+from coreai_torch import _C, MetalParameter, TorchMetalKernel, validation
 
 ID = [MetalParameter("id", "uint", "thread_position_in_grid")]
 CALL = {"threads_per_grid": (4, 1, 1), "threads_per_thread_group": (4, 1, 1)}
@@ -61,6 +65,104 @@ def test_result_names_not_empty():
 def test_io_names(inputs, results, message):
     with pytest.raises(ValueError, match=message):
         make(inputs=inputs, results=results)
+
+
+# ------------------------------------------------ names (issue 9, 2.10)
+
+
+@pytest.mark.parametrize("name", ["__init__", "None", "lambda", "True", "name", "_dir", "__call__"])
+def test_kernel_names_that_cannot_name_an_op(name):
+    # torch.ops.coreai_metal_kernels.<name> must be reachable and printable as
+    # Python (exported graphs print it).
+    with pytest.raises(ValueError, match=f"Kernel name '{name}' cannot name a torch op"):
+        make(name=name)
+
+
+@pytest.mark.parametrize(
+    "name", ["threads_per_grid", "threads_per_thread_group", "result_shapes", "result_shape_out"]
+)
+def test_input_names_that_collide_with_the_call(name):
+    with pytest.raises(ValueError, match=f"input name '{name}' collides with the kernel call"):
+        make(inputs=(name,), src="out[id] = 0;")
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("array", "reserved word in Metal or a name the generated kernel signature uses"),
+        ("dextents", "reserved word in Metal or a name the generated kernel signature uses"),
+        ("tensor_inline", "reserved word in Metal or a name the generated kernel signature uses"),
+        ("int8_t", "is a Metal type name"),
+        ("uint3", "is a Metal type name"),
+        ("half4x4", "is a Metal type name"),
+        ("packed_float3", "is a Metal type name"),
+        ("__x", "reserved for the compiler"),
+        ("_Tensor", "reserved for the compiler"),
+        ("coreai_buf_x", "reserved for the names coreai_torch generates"),
+        ("COREAI_X", "reserved for the names coreai_torch generates"),
+    ],
+)
+def test_names_the_generated_code_uses_are_refused(name, message):
+    with pytest.raises(ValueError, match=message):
+        make(inputs=(name,), src="out[id] = 0;")
+    with pytest.raises(ValueError, match=message):
+        make(results=(name,), src="")
+    with pytest.raises(ValueError, match=message):
+        make(metal_params=[MetalParameter(name, "uint", "thread_position_in_grid")], src="")
+
+
+# Names of macros: Metal's own (NAN, INFINITY, MAXFLOAT, M_PI_F), the C
+# library's that the CPU backend's headers pull in (NULL, SIZE_MAX, alloca).
+MACRO_NAMES = ["NAN", "INFINITY", "MAXFLOAT", "M_PI_F", "NULL", "SIZE_MAX", "alloca"]
+
+
+@pytest.mark.parametrize("name", MACRO_NAMES)
+def test_names_of_macros_work_as_parameter_names(name):
+    def add_one(v: torch.Tensor) -> torch.Tensor:
+        return v + 1
+
+    k = TorchMetalKernel(
+        f"val_macro_{name.lower()}",
+        [name],
+        ["out"],
+        f"out[id] = {name}[id] + 1.0f;",
+        add_one,
+        metal_params=ID,
+    )
+    x = torch.arange(4.0)
+    torch.testing.assert_close(k(x, result_shapes=[[4]], **CALL), x + 1)
+
+
+@pytest.mark.parametrize("where", ["src", "helper_src"])
+def test_a_trailing_backslash_does_not_swallow_generated_code(where):
+    src = "out[id] = x[id] * 2.0f; // doubled \\"
+    helper = "// helpers end here \\"
+    kw = (
+        {"src": src} if where == "src" else {"src": "out[id] = x[id] * 2.0f;", "helper_src": helper}
+    )
+
+    def double(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    kernel = make(name=f"val_backslash_{where}", defn=double, **kw)
+    x = torch.arange(4.0)
+    torch.testing.assert_close(kernel(x, result_shapes=[[4]], **CALL), x * 2)
+
+
+def test_thread_execution_width_and_threads_per_simdgroup_exclude_each_other():
+    with pytest.raises(ValueError, match=r"both \[\[thread_execution_width\]\] and "):
+        make(
+            metal_params=[
+                *ID,
+                MetalParameter("w", "uint", "thread_execution_width"),
+                MetalParameter("s", "uint", "threads_per_simdgroup"),
+            ]
+        )
+
+
+def test_inputs_of_rank_above_16_are_refused():
+    with pytest.raises(ValueError, match="input 'x' has rank 17; Metal tensors have rank 16"):
+        make(name="val_rank")(torch.ones([1] * 17), result_shapes=[[4]], **CALL)
 
 
 def test_torch_defn_annotation_must_be_supported():
@@ -186,12 +288,21 @@ def add():
     [
         ({"threads_per_grid": (4, 1)}, "threads_per_grid must be a 3-tuple, got 2 elements"),
         ({"threads_per_thread_group": (4, 1, 1, 1)}, "threads_per_thread_group must be a 3-tuple"),
-        ({"threads_per_thread_group": (0, 1, 1)}, r"entries must be >= 1, got \(0, 1, 1\)"),
+        (
+            {"threads_per_thread_group": (0, 1, 1)},
+            r"entries must be in \[1, 2\^32 - 1\] \(Metal counts threads in 32 bits\), got "
+            r"\(0, 1, 1\)",
+        ),
         ({"threads_per_thread_group": (64, 32, 1)}, "2048 threads; a threadgroup holds at most"),
-        ({"threads_per_grid": (-1, 1, 1)}, r"threads_per_grid entries must be >= 0"),
+        ({"threads_per_grid": (-1, 1, 1)}, r"threads_per_grid entries must be in \[0, 2\^32 - 1\]"),
+        # Metal counts threads per grid dimension in 32 bits (issue 9, 2.9).
+        (
+            {"threads_per_grid": (2**32, 1, 1)},
+            r"threads_per_grid entries must be in \[0, 2\^32 - 1\]",
+        ),
         ({"result_shapes": [[4], [4]]}, "one shape per result name; expected 1"),
         ({"result_shapes": [[-4]]}, "negative dimension"),
-        ({"result_shapes": [[]]}, "rank-0 results are not supported"),
+        ({"result_shapes": [[1] * 17]}, "rank 17 .*; Metal tensors have rank 16 at most"),
     ],
 )
 def test_call_value_errors(add, kw, message):
@@ -264,3 +375,52 @@ def test_returns_follow_annotation():
         assert type(out) is kind
         torch.testing.assert_close(out[0], torch.ones(4))
         torch.testing.assert_close(out[1], torch.full((4,), 2.0))
+
+
+def _prelude_macros() -> list[str]:
+    clang = shutil.which("clang++-19") or shutil.which("clang++")
+    if clang is None:
+        pytest.skip("needs clang++ to list the CPU prelude's macros")
+    msl = _C._msl_directory()
+    run = subprocess.run(
+        [clang, "-std=c++23", "-dM", "-E", "-x", "c++", "-I", msl, "-"],
+        input="#include <coreai_msl_cpu.h>\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    names = {line.split()[1].split("(")[0] for line in run.stdout.splitlines()}
+    return sorted(n for n in names if not n.startswith("_"))
+
+
+def test_every_macro_the_cpu_backend_sees_is_refused_or_usable_as_a_name():
+    # Each macro name of the CPU backend's prelude (Metal's, ours, the C and
+    # C++ libraries') is either refused at construction with a clear message
+    # or works as a tensor name: the renderings #undef the kernel's names.
+    usable = []
+    for name in _prelude_macros():
+        try:
+            validation.check_io_names("probe", [name], ["out"])
+        except ValueError:
+            continue
+        usable.append(name)
+    assert set(MACRO_NAMES) <= set(usable)
+    x = torch.arange(4.0)
+    batch = 24  # inputs per kernel, under Metal's 31 buffers
+    for start in range(0, len(usable), batch):
+        names = usable[start : start + batch]
+        body = "out[id] = " + " + ".join(f"{n}[id]" for n in names) + ";"
+
+        def total(*tensors: torch.Tensor) -> torch.Tensor:
+            return sum(tensors)
+
+        total.__signature__ = inspect.Signature(
+            [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY, annotation=torch.Tensor)
+             for n in names],
+            return_annotation=torch.Tensor,
+        )  # fmt: skip
+        kernel = TorchMetalKernel(
+            f"val_macros_{start}", names, ["out"], body, total, metal_params=ID
+        )
+        out = kernel(*[x] * len(names), result_shapes=[[4]], **CALL)
+        torch.testing.assert_close(out, x * len(names), msg=f"names {names}")

@@ -8,8 +8,7 @@ import pytest
 import torch
 
 import coreai_torch
-from coreai_torch import MetalParameter, TorchMetalKernel
-from coreai_torch import kernel as kernel_module
+from coreai_torch import MetalParameter, TorchMetalKernel, kernel_op
 
 CALL = {
     "threads_per_grid": (4, 1, 1),
@@ -84,14 +83,14 @@ def test_environment_variable_sets_the_default_mode():
 def test_device_without_backend_runs_reference_once_warned(kernel, monkeypatch):
     # No CUDA here: call the op's fallback implementation (registered for every
     # other device) directly with CPU tensors to pin its behaviour.
-    monkeypatch.setattr(kernel_module, "_WARNED_DEVICES", set())
+    monkeypatch.setattr(kernel_op, "_WARNED_DEVICES", set())
     x = torch.zeros(4)
     with pytest.warns(UserWarning, match="no backend for cpu tensors: kernel 'modes_kernel'"):
-        out = kernel._other_device(x, [4, 1, 1], [4, 1, 1], [4])
+        out = kernel_op._other_device(kernel, (x, [4, 1, 1], [4, 1, 1], [4]))
     torch.testing.assert_close(out, torch.full((4,), 100.0))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the second call is silent
-        kernel._other_device(x, [4, 1, 1], [4, 1, 1], [4])
+        kernel_op._other_device(kernel, (x, [4, 1, 1], [4, 1, 1], [4]))
 
 
 def test_reference_results_never_alias_inputs():

@@ -1,8 +1,9 @@
 """torch.library.opcheck on the seed kernels (other kernel tests use kernel_testing.run_checked)."""
 
 import torch
-from kernel_testing import run_checked
-from seed_kernels import custom_add, custom_matmul, scale_shift, sincos
+from support.kernel_testing import run_checked
+
+from coreai_torch.examples import custom_add, custom_matmul, scale_shift, sincos
 
 
 def test_vector_add():

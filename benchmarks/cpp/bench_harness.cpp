@@ -28,13 +28,17 @@
 #include <utility>
 #include <vector>
 
+#include "contract.h"
+
 namespace {
 
 // ---- kernels rendered by render_kernels.py ---------------------------------
 
 struct KernelFile {
   std::string name, entry, arg_kinds, source;
-  std::vector<std::string> tensor_names, thread_attrs;
+  std::vector<std::string> input_names, result_names, thread_attrs;
+  std::vector<at::ScalarType> input_dtypes, result_dtypes;
+  std::vector<int64_t> input_ranks, result_ranks;
 };
 
 std::string read_text(const std::string& path) {
@@ -55,6 +59,26 @@ std::vector<std::string> words(std::istringstream& line) {
   return out;
 }
 
+// A dtype as torch spells it (float32, int64, ...), from the contract's table.
+at::ScalarType dtype_named(const std::string& name) {
+  for (const coreai_torch::ElementType& row : coreai_torch::element_types()) {
+    if (c10::getDtypeNames(row.dtype).first == name) return row.dtype;
+  }
+  throw std::runtime_error("unknown dtype '" + name + "' in a .kernel file");
+}
+
+std::vector<at::ScalarType> dtypes(std::istringstream& line) {
+  std::vector<at::ScalarType> out;
+  for (const std::string& w : words(line)) out.push_back(dtype_named(w));
+  return out;
+}
+
+std::vector<int64_t> ints(std::istringstream& line) {
+  std::vector<int64_t> out;
+  for (const std::string& w : words(line)) out.push_back(std::stoll(w));
+  return out;
+}
+
 KernelFile read_kernel(const std::string& dir, const std::string& key) {
   KernelFile k;
   k.source = read_text(dir + "/" + key + ".metal");
@@ -65,12 +89,17 @@ KernelFile read_kernel(const std::string& dir, const std::string& key) {
     in >> field;
     if (field == "name") in >> k.name;
     else if (field == "entry") in >> k.entry;
+    else if (field == "input_names") k.input_names = words(in);
     else if (field == "arg_kinds") in >> k.arg_kinds;
-    else if (field == "tensor_names") k.tensor_names = words(in);
+    else if (field == "input_dtypes") k.input_dtypes = dtypes(in);
+    else if (field == "input_ranks") k.input_ranks = ints(in);
+    else if (field == "result_names") k.result_names = words(in);
+    else if (field == "result_dtypes") k.result_dtypes = dtypes(in);
+    else if (field == "result_ranks") k.result_ranks = ints(in);
     else if (field == "thread_attrs") k.thread_attrs = words(in);
   }
-  if (k.name.empty() || k.entry.empty() || k.tensor_names.empty()) {
-    throw std::runtime_error(dir + "/" + key + ".kernel lacks name, entry or tensor_names");
+  if (k.name.empty() || k.entry.empty() || k.result_names.empty()) {
+    throw std::runtime_error(dir + "/" + key + ".kernel lacks name, entry or result_names");
   }
   return k;
 }
@@ -78,11 +107,12 @@ KernelFile read_kernel(const std::string& dir, const std::string& key) {
 // ---- the coreai_torch ops, found by name in the dispatcher -----------------
 
 // The C++ signatures the ops are registered with (csrc/ops.cpp).
-using RegisterKernelFn = int64_t(std::string, std::string, std::string, std::string,
-                                 std::vector<std::string>, std::vector<std::string>, int64_t);
+using RegisterKernelFn = int64_t(std::string, std::string, std::string, std::vector<std::string>,
+                                 std::string, std::vector<at::ScalarType>, std::vector<int64_t>,
+                                 std::vector<std::string>, std::vector<at::ScalarType>,
+                                 std::vector<int64_t>, std::vector<std::string>, int64_t);
 using LaunchFn = std::vector<at::Tensor>(int64_t, at::TensorList, c10::ArrayRef<c10::Scalar>,
-                                         at::IntArrayRef, at::IntArrayRef, at::IntArrayRef,
-                                         at::IntArrayRef, c10::ArrayRef<at::ScalarType>);
+                                         at::IntArrayRef, at::IntArrayRef, at::IntArrayRef);
 
 class CoreaiOps {
  public:
@@ -95,7 +125,8 @@ class CoreaiOps {
                     .typed<LaunchFn>()) {}
 
   int64_t register_kernel(const KernelFile& k) const {
-    return register_.call(k.name, k.source, k.entry, k.arg_kinds, k.tensor_names,
+    return register_.call(k.name, k.source, k.entry, k.input_names, k.arg_kinds, k.input_dtypes,
+                          k.input_ranks, k.result_names, k.result_dtypes, k.result_ranks,
                           k.thread_attrs, /*options=*/0);
   }
 
@@ -106,7 +137,7 @@ class CoreaiOps {
   c10::TypedOperatorHandle<LaunchFn> launch_;
 };
 
-// One launch of a registered kernel with float32 results, ready to repeat.
+// One launch of a registered kernel with one result, ready to repeat.
 struct Launch {
   const CoreaiOps* ops;
   int64_t handle;
@@ -115,10 +146,7 @@ struct Launch {
   std::vector<int64_t> grid, group, result_shape;
 
   at::Tensor operator()() const {
-    static const std::vector<at::ScalarType> dtypes{at::kFloat};
-    const std::vector<int64_t> ranks{static_cast<int64_t>(result_shape.size())};
-    return ops->launch().call(handle, tensors, scalars, grid, group, result_shape, ranks,
-                              dtypes)[0];
+    return ops->launch().call(handle, tensors, scalars, grid, group, result_shape)[0];
   }
 };
 

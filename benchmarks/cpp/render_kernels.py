@@ -34,34 +34,47 @@ SPECIALIZATIONS: dict[str, tuple[TorchMetalKernel, tuple, list[int]]] = {
 }
 
 
-def registration(kernel: TorchMetalKernel, inputs: tuple, result_ranks: list[int]) -> dict:
+def registration(kernel: TorchMetalKernel, inputs: tuple, result_ranks: list[int]) -> tuple:
     """The ``register_kernel`` arguments of ``kernel`` called on ``inputs``."""
-    outs = kernel.torch_defn(*inputs)
-    outs = [outs] if isinstance(outs, torch.Tensor) else list(outs)
+    outs = kernel.as_result_list(kernel.torch_defn(*inputs))
     spec = kernel.specialization(inputs, result_ranks, [o.dtype for o in outs])
-    name, source, entry, arg_kinds, tensor_names, thread_attrs, _ = kernel.registration(spec)
-    return {
-        "name": name,
-        "entry": entry,
-        "source": source,
-        "arg_kinds": arg_kinds,
-        "tensor_names": tensor_names,
-        "thread_attrs": thread_attrs,
-    }
+    return kernel.registration(spec)
+
+
+def _dtype(d: torch.dtype) -> str:
+    return str(d).removeprefix("torch.")
 
 
 def write_all(out_dir: Path) -> list[str]:
     """Writes every specialization to ``out_dir``; returns the keys written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for key, (kernel, inputs, ranks) in SPECIALIZATIONS.items():
-        reg = registration(kernel, inputs, ranks)
-        (out_dir / f"{key}.metal").write_text(reg["source"])
+        (
+            name,
+            source,
+            entry,
+            input_names,
+            arg_kinds,
+            input_dtypes,
+            input_ranks,
+            result_names,
+            result_dtypes,
+            result_ranks,
+            thread_attrs,
+            _,
+        ) = registration(kernel, inputs, ranks)
+        (out_dir / f"{key}.metal").write_text(source)
         lines = [
-            f"name {reg['name']}",
-            f"entry {reg['entry']}",
-            f"arg_kinds {reg['arg_kinds']}",
-            "tensor_names " + " ".join(reg["tensor_names"]),
-            "thread_attrs " + " ".join(reg["thread_attrs"]),
+            f"name {name}",
+            f"entry {entry}",
+            "input_names " + " ".join(input_names),
+            f"arg_kinds {arg_kinds}",
+            "input_dtypes " + " ".join(map(_dtype, input_dtypes)),
+            "input_ranks " + " ".join(map(str, input_ranks)),
+            "result_names " + " ".join(result_names),
+            "result_dtypes " + " ".join(map(_dtype, result_dtypes)),
+            "result_ranks " + " ".join(map(str, result_ranks)),
+            "thread_attrs " + " ".join(thread_attrs),
         ]
         (out_dir / f"{key}.kernel").write_text("\n".join(lines) + "\n")
     return list(SPECIALIZATIONS)

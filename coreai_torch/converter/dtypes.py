@@ -26,11 +26,10 @@ from coreai._compiler.ir import (
     Type,
 )
 
-# What a torch dtype becomes inside the IR (after narrowing).
-NARROWED: dict[torch.dtype, torch.dtype] = {
-    torch.int64: torch.int32,
-    torch.float64: torch.float32,
-}
+from ..contract import COREAI_NARROWING
+
+# What a torch dtype becomes inside the IR (after narrowing): the contract's table.
+NARROWED: dict[torch.dtype, torch.dtype] = COREAI_NARROWING
 
 _ELEMENT_TYPES: dict[torch.dtype, Callable[[], Type]] = {
     torch.float32: F32Type.get,

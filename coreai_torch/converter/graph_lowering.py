@@ -12,11 +12,12 @@ from coreai._compiler.ir import Location, RankedTensorType, ShapedType, Value
 from coreai.authoring import CompileUnitScope, DebugInfo, FileInfo
 from torch._ops import HigherOrderOperator, OpOverload
 
+from ..contract import OP_NAMESPACE
 from . import dtypes, ops  # noqa: F401  (importing ops registers the built-in lowerings)
 from .errors import UnsupportedOpsError, describe_target, lowering_context, source_line
 from .registry import LoweringContext, lookup
 
-KERNEL_NAMESPACE = "coreai_metal_kernels"
+KERNEL_NAMESPACE = OP_NAMESPACE
 
 # A lowering in the form Apple's coreai-torch documents for user code:
 # fn(values_map, node, loc) -> Value | list[Value].

@@ -16,8 +16,10 @@ each), then one shape per result. It becomes::
 
 Scalars are baked into the kernel source as literals (the Core AI runtime cannot
 read scalar buffers) and also passed as 0-d constants, because the signature
-keeps their ``constant T&`` parameters. Grid, threadgroup and result shapes are
-``ui32`` tensors; symbolic entries are computed from the inputs' shapes.
+keeps their ``constant T&`` parameters. A 0-d tensor input is reshaped to one
+element, a tensor the runtime can bind (the rendering reads it into a local of
+the input's name). Grid, threadgroup and result shapes are ``ui32`` tensors;
+symbolic entries are computed from the inputs' shapes.
 """
 
 from __future__ import annotations
@@ -162,6 +164,8 @@ def _kernel_input(kernel: Any, ctx: LoweringContext, name: str, arg: Any, scalar
                 f"kernel {kernel.name!r}: tensor input {name!r} is {arg!r}, not a tensor"
             )
         value = ctx.value(arg)
+        if ctx.rank(arg) == 0:
+            value = coreai.reshape(value, np.array([1], dtype=np.int32))
     return copy_with_constraints(_metal_buffer_type(value.type), value)
 
 

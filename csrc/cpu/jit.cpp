@@ -20,6 +20,7 @@
 #include <random>
 #include <sstream>
 #include <unordered_map>
+#include <utility>
 
 #include "cpu/compiler.h"
 #include "cpu/sha256.h"
@@ -34,10 +35,7 @@ namespace fs = std::filesystem;
 std::atomic<int64_t> g_compiles{0};
 std::atomic<int64_t> g_disk_hits{0};
 
-constexpr const char* kCompileErrorMarker = "MetalCompileError: ";
-
-// coreai::kHeldMetaEntries in csrc/msl/coreai_msl/entry.h.
-constexpr size_t kHeldMetaEntries = 128;
+std::atomic<int64_t> g_loaded{0};
 
 std::string getenv_string(const char* name) {
   const char* v = std::getenv(name);
@@ -86,34 +84,14 @@ const std::string& headers_digest(const std::string& msl_dir) {
   return digests.emplace(msl_dir, sha.hex_digest()).first->second;
 }
 
-bool is_identifier(const std::string& s) {
-  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-  });
-}
-
-// Metadata entries that hold a view's dimension-0 stride: the first entry of
-// each `array<int, R>{coreai_meta[k], ...}` of the buffer rendering
-// (internals.md §1). The group loop is specialised for these being 1, after
-// checking at run time that they are, so finding too many or too few only
-// costs speed.
-std::vector<size_t> innermost_stride_entries(const std::string& source) {
-  const std::string marker = "{coreai_meta[";
+// Metadata entries that hold a view's dimension-0 stride: the first stride of
+// each tensor of rank >= 1, by the record's metadata layout. The group loop is
+// specialised for these being 1, after checking at run time that they are.
+std::vector<size_t> innermost_stride_entries(const KernelRecord& record) {
   std::vector<size_t> entries;
-  for (size_t at = source.find(marker); at != std::string::npos;
-       at = source.find(marker, at + 1)) {
-    size_t k = 0;
-    size_t digit = at + marker.size();
-    for (; digit < source.size() && std::isdigit(static_cast<unsigned char>(source[digit]));
-         ++digit) {
-      k = k * 10 + static_cast<size_t>(source[digit] - '0');
-      if (k >= kHeldMetaEntries) break;
-    }
-    if (digit < source.size() && source[digit] == ']' && k < kHeldMetaEntries &&
-        std::find(entries.begin(), entries.end(), k) == entries.end()) {
-      entries.push_back(k);
-    }
+  for (size_t j = 0; j < record.layout.offsets.size(); ++j) {
+    const int64_t offset = record.layout.offsets[j];
+    if (offset >= 0) entries.push_back(static_cast<size_t>(offset + record.tensor_ranks[j]));
   }
   return entries;
 }
@@ -123,9 +101,7 @@ std::vector<size_t> innermost_stride_entries(const std::string& source) {
 // the metadata buffer last. Loop mode binds them once per group, outside the
 // loop over threads (see held_arg in entry.h); fiber mode binds them per thread.
 std::string entry_shim(const KernelRecord& record) {
-  const size_t tensor_inputs = std::count(record.arg_kinds.begin(), record.arg_kinds.end(), 't');
-  const size_t results = record.tensor_names.size() - tensor_inputs;
-  const size_t buffers = record.arg_kinds.size() + results + 1;  // + the metadata buffer
+  const size_t buffers = record.inputs.size() + record.results.size() + 1;  // + the metadata
   const size_t meta = buffers - 1;
   // "b0, b1, ..." with `name(i)` for each buffer i.
   auto each_buffer = [&](auto name) {
@@ -140,7 +116,7 @@ std::string entry_shim(const KernelRecord& record) {
   const bool loop_mode = !needs_fibers(record.source);
   // View strides of 1 that the group loop is specialised for.
   const std::vector<size_t> unit =
-      loop_mode ? innermost_stride_entries(record.source) : std::vector<size_t>{};
+      loop_mode ? innermost_stride_entries(record) : std::vector<size_t>{};
   std::ostringstream s;
   s << "namespace {\n"
     << "using coreai_entry_type = decltype(&metal::" << record.entry << ");\n"
@@ -183,14 +159,17 @@ std::string entry_shim(const KernelRecord& record) {
   if (!unit.empty()) {
     // Storing the constant 1 over entries that hold 1 changes nothing but
     // what the compiler knows: contiguous views, hence vector loads/stores.
+    // Only entries inside the held copy: a longer buffer is read where it is.
     const size_t last = *std::max_element(unit.begin(), unit.end());
-    s << "    if (g.meta_count > " << last;
+    s << "    if constexpr (" << last << " < coreai::kHeldMetaEntries) {\n"
+      << "      if (g.meta_count > " << last;
     for (size_t k : unit) s << " && meta[" << k << "] == 1";
-    s << ") {\n     ";
+    s << ") {\n       ";
     for (size_t k : unit) s << " meta[" << k << "] = 1;";
-    s << "\n      coreai::for_each_thread(g, [&](const coreai_cpu_thread& t) { coreai_call("
+    s << "\n        coreai::for_each_thread(g, [&](const coreai_cpu_thread& t) { coreai_call("
       << held << ", g, t); });\n"
-      << "      return;\n"
+      << "        return;\n"
+      << "      }\n"
       << "    }\n";
   }
   s << "    coreai::for_each_thread(g, [&](const coreai_cpu_thread& t) { coreai_call(" << held
@@ -253,6 +232,8 @@ LoadResult load_library(const std::string& path, const KernelRecord& record) {
   auto abi = reinterpret_cast<coreai_cpu_kernel_abi_fn>(dlsym(handle, "coreai_cpu_kernel_abi"));
   auto init = reinterpret_cast<coreai_cpu_kernel_init_fn>(dlsym(handle, "coreai_cpu_kernel_init"));
   KernelLibrary lib;
+  lib.handle = handle;  // closed again if the library is rejected below
+  ++g_loaded;
   lib.run_group = reinterpret_cast<coreai_cpu_kernel_run_group_fn>(
       dlsym(handle, "coreai_cpu_kernel_run_group"));
   lib.run_thread = reinterpret_cast<coreai_cpu_kernel_run_thread_fn>(
@@ -269,7 +250,7 @@ LoadResult load_library(const std::string& path, const KernelRecord& record) {
   init(&runtime_table());
   lib.fibers = needs_fibers(record.source);
   lib.path = path;
-  out.library = std::move(lib);
+  out.library.emplace(std::move(lib));
   return out;
 }
 
@@ -288,7 +269,7 @@ std::string unique_suffix() {
          std::to_string(entropy());
 }
 
-KernelLibrary build(const KernelRecord& record) {
+std::shared_ptr<const KernelLibrary> build(const KernelRecord& record) {
   const std::string dir = cache_directory();
   const std::string msl = msl_directory();
   const Compiler& compiler = find_compiler(record.name, dir);
@@ -312,7 +293,7 @@ KernelLibrary build(const KernelRecord& record) {
     LoadResult cached = load_library(so_path, record);
     if (cached.library) {
       ++g_disk_hits;
-      return *cached.library;
+      return std::make_shared<KernelLibrary>(std::move(*cached.library));
     }
     // Unloadable (e.g. written by an older build): compile it again below.
   }
@@ -351,21 +332,13 @@ KernelLibrary build(const KernelRecord& record) {
   LoadResult loaded = load_library(so_path, record);
   TORCH_CHECK(loaded.library, "kernel '", record.name, "': cannot load the compiled kernel ",
               so_path, ": ", loaded.error);
-  return *loaded.library;
+  return std::make_shared<KernelLibrary>(std::move(*loaded.library));
 }
-
-struct CacheEntry {
-  std::mutex mutex;  // held while compiling, so concurrent launches compile once
-  std::atomic<bool> ready{false};
-  KernelLibrary library;
-  std::string error;  // a compile failure, raised again on every launch
-};
 
 }  // namespace
 
 std::string translation_unit(const KernelRecord& record) {
-  TORCH_CHECK(is_identifier(record.entry), "kernel '", record.name, "': entry name '",
-              record.entry, "' is not a C++ identifier");
+  // register_kernel has checked that record.entry is an identifier.
   std::string tu;
   tu += "// coreai_torch CPU backend: kernel entry " + record.entry + "\n";
   tu += "#include <coreai_msl_cpu.h>\n";
@@ -378,35 +351,33 @@ std::string translation_unit(const KernelRecord& record) {
   return tu;
 }
 
-const KernelLibrary& kernel_library(int64_t handle, const KernelRecord& record) {
-  static std::mutex table_mutex;
-  static std::unordered_map<int64_t, std::unique_ptr<CacheEntry>> table;
-  CacheEntry* entry;
-  {
-    std::lock_guard<std::mutex> lock(table_mutex);
-    auto& slot = table[handle];
-    if (!slot) slot = std::make_unique<CacheEntry>();
-    entry = slot.get();
-  }
-  if (entry->ready.load(std::memory_order_acquire)) {
-    TORCH_CHECK(entry->error.empty(), entry->error);
-    return entry->library;
-  }
-  std::lock_guard<std::mutex> lock(entry->mutex);
-  if (!entry->ready.load(std::memory_order_relaxed)) {
-    try {
-      entry->library = build(record);
-    } catch (const c10::Error& e) {
-      const std::string message = e.msg();
+KernelLibrary::KernelLibrary(KernelLibrary&& other) noexcept
+    : run_group(other.run_group),
+      run_thread(other.run_thread),
+      fibers(other.fibers),
+      path(std::move(other.path)),
+      handle(std::exchange(other.handle, nullptr)) {}
+
+KernelLibrary::~KernelLibrary() {
+  // The record that owned this library is gone and no launch uses it (each
+  // holds the record), so its code can be unmapped. dlopen counts references:
+  // another record's load of the same file keeps it mapped.
+  if (handle == nullptr) return;
+  --g_loaded;
+  dlclose(handle);
+}
+
+const KernelLibrary& kernel_library(const KernelRecord& record) {
+  return record.artifacts.cpu.get(
+      [&] { return build(record); },
       // Only a compile failure is final; a missing compiler may be installed
       // and a full disk emptied while the process runs.
-      if (message.rfind(kCompileErrorMarker, 0) != 0) throw;
-      entry->error = message;
-    }
-    entry->ready.store(true, std::memory_order_release);
-  }
-  TORCH_CHECK(entry->error.empty(), entry->error);
-  return entry->library;
+      is_compile_error);
+}
+
+std::string loaded_library_path(const KernelRecord& record) {
+  const KernelLibrary* library = record.artifacts.cpu.built();
+  return library != nullptr ? library->path : std::string();
 }
 
 std::string cache_directory() {
@@ -464,5 +435,6 @@ std::string msl_directory() {
 
 int64_t compile_count() { return g_compiles.load(); }
 int64_t disk_cache_hits() { return g_disk_hits.load(); }
+int64_t loaded_libraries() { return g_loaded.load(); }
 
 }  // namespace coreai_torch::cpu

@@ -11,18 +11,29 @@
 
 namespace coreai_torch::cpu {
 
-// A loaded kernel library. Lives until the process exits.
+// A loaded kernel library: the CPU artifact of a record (its slot in
+// KernelRecord::artifacts). Unloaded (dlclose) when the record goes.
 struct KernelLibrary {
+  KernelLibrary() = default;
+  KernelLibrary(KernelLibrary&& other) noexcept;
+  KernelLibrary& operator=(KernelLibrary&&) = delete;
+  KernelLibrary(const KernelLibrary&) = delete;
+  ~KernelLibrary();
+
   coreai_cpu_kernel_run_group_fn run_group = nullptr;
   coreai_cpu_kernel_run_thread_fn run_thread = nullptr;
-  bool fibers = false;  // the body synchronises threads: run it in fiber mode
-  std::string path;     // the cached shared library
+  bool fibers = false;      // the body synchronises threads: run it in fiber mode
+  std::string path;         // the cached shared library
+  void* handle = nullptr;   // dlopen's handle, closed by the destructor
 };
 
-// The library of `handle`, compiled or loaded on first use; later calls are a
-// table lookup. Throws c10::Error "MetalCompileError: ..." when the source does
-// not compile (again on every later call, without recompiling).
-const KernelLibrary& kernel_library(int64_t handle, const KernelRecord& record);
+// The library of `record`, compiled or loaded on its first launch; later calls
+// read the record's slot. Throws c10::Error "MetalCompileError: ..." when the
+// source does not compile (again on every later call, without recompiling).
+const KernelLibrary& kernel_library(const KernelRecord& record);
+
+// The path of the library loaded for `record`; empty before its first launch.
+std::string loaded_library_path(const KernelRecord& record);
 
 // The translation unit compiled for `record` (exposed for tests and debugging).
 std::string translation_unit(const KernelRecord& record);
@@ -35,9 +46,11 @@ std::string cache_directory();
 // to the loaded _C library (an installed wheel), else the source tree's.
 std::string msl_directory();
 
-// Counters for tests: compiler runs, and libraries found in the disk cache.
+// Counters for tests: compiler runs, libraries found in the disk cache, and
+// libraries loaded now (each live record's library counts once).
 int64_t compile_count();
 int64_t disk_cache_hits();
+int64_t loaded_libraries();
 
 // The services handed to every kernel library (csrc/cpu/launcher.cpp).
 const coreai_cpu_runtime& runtime_table();

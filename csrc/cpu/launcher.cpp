@@ -180,7 +180,7 @@ const coreai_cpu_runtime& runtime_table() {
 }
 
 void run(int64_t handle, const KernelRecord& record, LaunchArgs& args) {
-  const KernelLibrary& lib = kernel_library(handle, record);
+  const KernelLibrary& lib = kernel_library(record);
 
   std::vector<void*> ptrs;
   std::vector<std::pair<const void*, std::string>> tensors;

@@ -1,6 +1,7 @@
 // Whether this Mac can run our kernels: they are compiled as Metal 4.0 (the
 // first language version with `metal::tensor`), which needs macOS 26 at run
-// time and a GPU in the Metal 4 family.
+// time and a GPU in the Metal 4 family. The GPU family is the real gate; the
+// OS version only gives the better message on an old macOS.
 #import <Foundation/Foundation.h>
 #import <Metal/Metal.h>
 
@@ -27,9 +28,17 @@ std::string os_version() {
       std::to_string(v.patchVersion);
 }
 
+// The OS can run Metal 4.0 code: macOS 26 or newer. A program built against an
+// SDK older than macOS 26 is told 16.x instead of 26.x (the OS's compatibility
+// numbering), and @available(macOS 26.0, *) is then false on macOS 26, so the
+// version is read and 16 counts as 26.
+bool os_runs_metal4() {
+  const NSInteger major = [[NSProcessInfo processInfo] operatingSystemVersion].majorVersion;
+  return major >= 26 || major == 16;
+}
+
 std::string compute_reason() {
-  if (@available(macOS 26.0, *)) {
-  } else {
+  if (!os_runs_metal4()) {
     return "the coreai_torch MPS backend compiles kernels as Metal 4.0, which needs macOS 26 "
            "or newer; this Mac runs macOS " +
         os_version() + "." + kFallbacks;

@@ -19,12 +19,17 @@ namespace coreai_torch::mps {
 // a sentence saying what is missing. Computed once.
 const std::string& metal4_unavailable_reason();
 
-// The compute pipeline for `record`, registered under `handle`. Compiles the
-// record's source on first use; later calls (for this handle, or any record
-// with the same source, entry and math mode) return the cached pipeline.
-// A compile failure throws a c10::Error whose message starts with
-// "MetalCompileError: <record.name>".
-id<MTLComputePipelineState> pipeline_for(int64_t handle, const KernelRecord& record);
+// The MPS artifact of a record (its slot in KernelRecord::artifacts): the
+// compute pipeline of its source. Records with the same source, entry and math
+// mode share one; it is released with the last of them.
+struct Pipeline {
+  id<MTLComputePipelineState> state;
+};
+
+// The compute pipeline for `record`. Compiles the record's source on its first
+// launch; later launches read the record's slot. A compile failure throws a
+// c10::Error whose message starts with kCompileErrorMarker.
+const Pipeline& pipeline_for(const KernelRecord& record);
 
 // How many times this process has handed a kernel source to the Metal
 // compiler. Lets tests prove that repeated launches compile nothing.

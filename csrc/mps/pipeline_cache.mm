@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -30,13 +31,13 @@ constexpr NSUInteger kLanguageVersion4_0 = (4u << 16) + 0u;
 
 std::atomic<int64_t> g_compile_count{0};
 
-// Pipelines by handle (the fast path) and by full key. The key holds the whole
-// source rather than a digest of it, so two kernels can never be confused by a
-// hash collision (a reused name with a new body compiles anew).
+// Pipelines of live records by full key. The key holds the whole source
+// rather than a digest of it, so two kernels can never be confused by a hash
+// collision (a reused name with a new body compiles anew). Entries are weak:
+// a pipeline goes with the last record that uses it.
 struct PipelineCache {
   std::mutex mutex;
-  std::unordered_map<int64_t, id<MTLComputePipelineState>> by_handle;
-  std::unordered_map<std::string, id<MTLComputePipelineState>> by_key;
+  std::unordered_map<std::string, std::weak_ptr<const Pipeline>> by_key;
 };
 
 PipelineCache& cache() {
@@ -104,10 +105,10 @@ id<MTLComputePipelineState> compile(const KernelRecord& record) {
   NSString* source = [[NSString alloc] initWithBytes:record.source.data()
                                               length:record.source.size()
                                             encoding:NSUTF8StringEncoding];
-  TORCH_CHECK(source != nil, "MetalCompileError: ", record.name,
+  TORCH_CHECK(source != nil, kCompileErrorMarker, record.name,
               ": the kernel source is not valid UTF-8, so Metal cannot read it");
   NSString* entry = [NSString stringWithUTF8String:record.entry.c_str()];
-  TORCH_CHECK(entry != nil, "MetalCompileError: ", record.name, ": the entry name '",
+  TORCH_CHECK(entry != nil, kCompileErrorMarker, record.name, ": the entry name '",
               record.entry, "' is not valid UTF-8");
 
   g_compile_count.fetch_add(1, std::memory_order_relaxed);
@@ -117,12 +118,12 @@ id<MTLComputePipelineState> compile(const KernelRecord& record) {
                                                   error:&error];
   // Metal also reports warnings through `error` while returning a library, so
   // only a missing library is a failure.
-  TORCH_CHECK(library != nil, "MetalCompileError: ", record.name,
+  TORCH_CHECK(library != nil, kCompileErrorMarker, record.name,
               ": the MPS backend's Metal compiler rejected the kernel (Metal 4.0, ",
               math_mode_name(record), "):\n", describe(error));
 
   id<MTLFunction> function = [library newFunctionWithName:entry];
-  TORCH_CHECK(function != nil, "MetalCompileError: ", record.name,
+  TORCH_CHECK(function != nil, kCompileErrorMarker, record.name,
               ": the compiled library has no kernel function named '", record.entry,
               "' (the registered entry does not match the rendered source)");
 
@@ -131,46 +132,49 @@ id<MTLComputePipelineState> compile(const KernelRecord& record) {
                                                                                error:&error];
   // Pipeline creation fails, for example, when the kernel declares more
   // threadgroup memory than the GPU has.
-  TORCH_CHECK(pipeline != nil, "MetalCompileError: ", record.name,
+  TORCH_CHECK(pipeline != nil, kCompileErrorMarker, record.name,
               ": Metal compiled the kernel but could not build a compute pipeline for it:\n",
               describe(error));
   return pipeline;
 }
 
-}  // namespace
-
-id<MTLComputePipelineState> pipeline_for(int64_t handle, const KernelRecord& record) {
+std::shared_ptr<const Pipeline> shared_pipeline(const KernelRecord& record) {
   PipelineCache& pipelines = cache();
   // One lock for lookups and compiles: compiles are rare, and holding the lock
-  // while compiling means two threads never compile the same kernel twice.
+  // while compiling means two records never compile the same kernel twice.
   std::lock_guard<std::mutex> lock(pipelines.mutex);
-  auto by_handle = pipelines.by_handle.find(handle);
-  if (by_handle != pipelines.by_handle.end()) {
-    return by_handle->second;
-  }
   std::string key = cache_key(record);
-  auto by_key = pipelines.by_key.find(key);
-  id<MTLComputePipelineState> pipeline = nil;
-  if (by_key != pipelines.by_key.end()) {
-    pipeline = by_key->second;
-  } else {
-    // An exception must not leave the autorelease pool (it would never be
-    // popped), so a failure is carried out of it and rethrown.
-    std::exception_ptr failure;
-    @autoreleasepool {
-      try {
-        pipeline = compile(record);
-      } catch (...) {
-        failure = std::current_exception();
-      }
+  auto known = pipelines.by_key.find(key);
+  if (known != pipelines.by_key.end()) {
+    if (std::shared_ptr<const Pipeline> alive = known->second.lock()) {
+      return alive;
     }
-    if (failure) {
-      std::rethrow_exception(failure);
-    }
-    pipelines.by_key.emplace(std::move(key), pipeline);
   }
-  pipelines.by_handle.emplace(handle, pipeline);
+  // An exception must not leave the autorelease pool (it would never be
+  // popped), so a failure is carried out of it and rethrown.
+  std::exception_ptr failure;
+  id<MTLComputePipelineState> state = nil;
+  @autoreleasepool {
+    try {
+      state = compile(record);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  if (failure) {
+    std::rethrow_exception(failure);
+  }
+  auto pipeline = std::make_shared<const Pipeline>(Pipeline{state});
+  pipelines.by_key[std::move(key)] = pipeline;
   return pipeline;
+}
+
+}  // namespace
+
+const Pipeline& pipeline_for(const KernelRecord& record) {
+  return record.artifacts.mps.get(
+      [&] { return shared_pipeline(record); },
+      is_compile_error);
 }
 
 int64_t compile_count() {

@@ -7,6 +7,7 @@
 #import <Foundation/Foundation.h>
 #import <Metal/Metal.h>
 
+#include <ATen/mps/MPSDevice.h>
 #include <ATen/mps/MPSStream.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
@@ -22,8 +23,6 @@
 namespace coreai_torch::mps {
 namespace {
 
-// A compute encoder's argument table has 31 buffer slots.
-constexpr size_t kMaxBufferSlots = 31;
 // setBytes:length:atIndex: is meant for data under 4 KB.
 constexpr size_t kMaxInlineBytes = 4096;
 // Metal tensor extents, strides and the kernel's index arithmetic are `int`.
@@ -34,9 +33,22 @@ constexpr int64_t kMaxIndex = std::numeric_limits<int32_t>::max();
 static_assert(sizeof(int32_t) == 4 && sizeof(float) == 4 && sizeof(bool) == 1,
               "scalar sizes must match Metal's int, float and bool");
 
+// What an empty tensor is bound to: it has no MTLBuffer (its storage's data
+// pointer is null), and Metal's API validation aborts the process on a nil
+// buffer binding. The kernel cannot read or write it (every extent is 0 or it
+// has no element), so one small buffer per process serves every such binding.
+id<MTLBuffer> empty_tensor_buffer() {
+  static id<MTLBuffer> buffer = [at::mps::MPSDevice::getInstance()->device()
+      newBufferWithLength:16
+                  options:MTLResourceStorageModeShared];
+  TORCH_CHECK(buffer != nil, "coreai_torch: cannot allocate the MTLBuffer bound to empty tensors");
+  return buffer;
+}
+
 id<MTLBuffer> buffer_of(const at::Tensor& tensor) {
   // An MPS storage's data pointer is its MTLBuffer.
-  return (__bridge id<MTLBuffer>)tensor.storage().data();
+  id<MTLBuffer> buffer = (__bridge id<MTLBuffer>)tensor.storage().data();
+  return buffer != nil ? buffer : empty_tensor_buffer();
 }
 
 std::string tensor_label(const KernelRecord& record, size_t ordinal, bool is_input) {
@@ -75,7 +87,6 @@ void write_metal_strides(std::vector<int32_t>& meta, size_t offset, const at::Te
 void prepare_tensors(const KernelRecord& record, LaunchArgs& args) {
   const size_t first_result = args.args.size() - args.num_results;
   size_t ordinal = 0;
-  size_t meta_offset = 0;
   for (size_t i = 0; i < args.args.size(); ++i) {
     BoundArg& arg = args.args[i];
     if (arg.kind != BoundArg::Kind::Tensor) {
@@ -97,6 +108,7 @@ void prepare_tensors(const KernelRecord& record, LaunchArgs& args) {
         tensor = tensor.clone();
       }
     } else {
+      const auto meta_offset = static_cast<size_t>(record.layout.offsets[ordinal]);
       TORCH_INTERNAL_ASSERT(meta_offset + 2 * rank <= args.meta.size(), "kernel '", record.name,
                             "': the metadata buffer is shorter than its tensors need");
       if (is_input && (tensor.stride(-1) != 1 || span_of(tensor) > kMaxIndex)) {
@@ -111,48 +123,8 @@ void prepare_tensors(const KernelRecord& record, LaunchArgs& args) {
       TORCH_INTERNAL_ASSERT(tensor.stride(-1) == 1 || tensor.size(-1) <= 1, "kernel '",
                             record.name, "': ", tensor_label(record, ordinal, is_input),
                             " was allocated with a non-unit innermost stride");
-      meta_offset += 2 * static_cast<size_t>(rank);
     }
     ++ordinal;
-  }
-}
-
-// MTLTensorDataType has no 64-bit integer and no bool element type. Whether
-// the Metal compiler accepts them in `tensor_inline` views over device memory
-// has not been confirmed, so such kernels are compiled as rendered and, if
-// Metal refuses them, the error says that this may be the cause.
-std::string dtype_note(const KernelRecord& record, const LaunchArgs& args) {
-  const size_t first_result = args.args.size() - args.num_results;
-  std::string note;
-  size_t ordinal = 0;
-  for (size_t i = 0; i < args.args.size(); ++i) {
-    const BoundArg& arg = args.args[i];
-    if (arg.kind != BoundArg::Kind::Tensor) {
-      continue;
-    }
-    const at::ScalarType dtype = arg.tensor.scalar_type();
-    if (dtype == at::kLong || dtype == at::kUInt64 || dtype == at::kBool) {
-      note += "\nnote: " + tensor_label(record, ordinal, i < first_result) + " is " +
-          c10::toString(dtype) +
-          "; Metal tensors (MTLTensorDataType) have no 64-bit integer or bool element type, "
-          "which may be why Metal rejected this kernel. Use an int32/uint8 tensor, or run the "
-          "kernel on CPU tensors.";
-    }
-    ++ordinal;
-  }
-  return note;
-}
-
-id<MTLComputePipelineState> compiled_pipeline(int64_t handle, const KernelRecord& record,
-                                              const LaunchArgs& args) {
-  try {
-    return pipeline_for(handle, record);
-  } catch (const c10::Error& error) {
-    const std::string note = dtype_note(record, args);
-    if (note.empty()) {
-      throw;
-    }
-    TORCH_CHECK(false, error.msg(), note);
   }
 }
 
@@ -165,8 +137,9 @@ void check_threadgroup(const KernelRecord& record, const LaunchArgs& args,
                     "': threads_per_thread_group (", group[0], ", ", group[1], ", ", group[2],
                     ") has ", threads, " threads, but this kernel's compiled pipeline runs 1 to ",
                     limit,
-                    " threads per threadgroup on this GPU (Metal lowers the limit below 1024 "
-                    "for kernels that use many registers); use a smaller threadgroup");
+                    " threads per threadgroup on this GPU (Metal lowers the limit below ",
+                    kMaxThreadsPerThreadgroup,
+                    " for kernels that use many registers); use a smaller threadgroup");
 }
 
 // Nothing can be written when the grid is empty or every result is empty.
@@ -195,8 +168,10 @@ void encode_on(id<MTLComputeCommandEncoder> encoder, id<MTLComputePipelineState>
     switch (arg.kind) {
       case BoundArg::Kind::Tensor: {
         const at::Tensor& tensor = arg.tensor;
-        const auto offset =
-            static_cast<NSUInteger>(tensor.storage_offset() * tensor.element_size());
+        const bool has_storage = tensor.storage().data() != nullptr;
+        const auto offset = has_storage
+            ? static_cast<NSUInteger>(tensor.storage_offset() * tensor.element_size())
+            : NSUInteger{0};
         [encoder setBuffer:buffer_of(tensor) offset:offset atIndex:index];
         break;
       }
@@ -241,14 +216,14 @@ void encode(id<MTLComputePipelineState> pipeline, const LaunchArgs& args) {
 
 }  // namespace
 
-void run(int64_t handle, const KernelRecord& record, LaunchArgs& args) {
+void run(int64_t /*handle*/, const KernelRecord& record, LaunchArgs& args) {
   const std::string& unavailable = metal4_unavailable_reason();
   TORCH_CHECK(unavailable.empty(), "coreai_torch: kernel '", record.name,
               "' cannot run on MPS: ", unavailable);
-  TORCH_CHECK(args.args.size() + 1 <= kMaxBufferSlots, "coreai_torch: kernel '", record.name,
-              "' has ", args.args.size(),
-              " inputs and results; with the metadata buffer that exceeds Metal's ",
-              kMaxBufferSlots, " buffer arguments per kernel");
+  // A compute encoder's argument table has kMaxParameters buffer slots;
+  // register_kernel refuses a record that needs more.
+  TORCH_INTERNAL_ASSERT(args.args.size() + 1 <= static_cast<size_t>(kMaxParameters), "kernel '",
+                        record.name, "': more buffers than Metal binds");
   TORCH_INTERNAL_ASSERT(!args.meta.empty() && args.meta.size() * sizeof(int32_t) < kMaxInlineBytes,
                         "kernel '", record.name, "': the metadata buffer has ", args.meta.size(),
                         " entries");
@@ -256,7 +231,7 @@ void run(int64_t handle, const KernelRecord& record, LaunchArgs& args) {
                         "': more results than arguments");
 
   prepare_tensors(record, args);
-  id<MTLComputePipelineState> pipeline = compiled_pipeline(handle, record, args);
+  id<MTLComputePipelineState> pipeline = pipeline_for(record).state;
   check_threadgroup(record, args, pipeline);
   if (nothing_to_run(args)) {
     return;

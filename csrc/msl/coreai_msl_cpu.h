@@ -33,4 +33,7 @@
 // Last: the library headers above use these words as ordinary names.
 #include "coreai_msl/address_space_words.h"
 
+// Written in the language Metal and C++ share, with the address-space words above.
+#include "coreai_msl/strided_view.h"
+
 #endif  // COREAI_MSL_CPU_H

@@ -7,13 +7,12 @@ import numpy as np
 import pytest
 import torch
 from coreai._compiler.dialects import coreai
-from seed_kernels import AddModel, custom_add, sincos
+from support.coreai_run import Lambda, run_program
 from torch import nn
 
 import coreai_torch
 from coreai_torch.converter import TorchConverter, UnsupportedOpsError, get_decomp_table
-
-from .coreai_run import Lambda, run_program
+from coreai_torch.examples import AddModel, custom_add, sincos
 
 # Some tests call run_decompositions as users do; in torch 2.13 it warns from
 # inside torch (a deprecated pytree class met while deep-copying).

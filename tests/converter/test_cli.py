@@ -7,10 +7,9 @@ from pathlib import Path
 
 import torch
 from coreai.authoring import AIModelAsset
+from support.coreai_run import run_program
 
 from coreai_torch.converter.cli import main
-
-from .coreai_run import run_program
 
 MODEL = textwrap.dedent(
     """

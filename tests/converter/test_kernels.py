@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from seed_kernels import AddModel, SinCosModel, custom_add, sincos
 from torch import nn
 from torch.export import Dim
 
 from coreai_torch import MetalParameter, TorchMetalKernel
 from coreai_torch.contract import ScalarArg, Specialization, TensorArg, render_coreai_source
 from coreai_torch.converter import TorchConverter
+from coreai_torch.examples import AddModel, SinCosModel, custom_add, sincos
 
 ID = [MetalParameter("id", "uint", "thread_position_in_grid")]
 

@@ -17,9 +17,8 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from support.coreai_run import assert_converted_matches, convert, run_program
 from torch.export import Dim
-
-from .coreai_run import assert_converted_matches, convert, run_program
 
 transformers = pytest.importorskip("transformers")
 

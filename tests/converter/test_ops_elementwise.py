@@ -11,8 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-
-from .coreai_run import Lambda, assert_converted_matches
+from support.coreai_run import Lambda, assert_converted_matches
 
 RTOL, ATOL = 1e-5, 1e-6
 

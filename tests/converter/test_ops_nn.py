@@ -19,9 +19,8 @@ from collections.abc import Callable
 import pytest
 import torch
 import torch.nn.functional as F
+from support.coreai_run import Lambda, assert_converted_matches, convert, run_program
 from torch.export import Dim
-
-from .coreai_run import Lambda, assert_converted_matches, convert, run_program
 
 FP32 = {"rtol": 1e-5, "atol": 1e-5}
 FP16 = {"rtol": 2e-3, "atol": 2e-3}

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from support.coreai_run import Lambda, assert_converted_matches, convert
 from torch.export import Dim
-
-from .coreai_run import Lambda, assert_converted_matches, convert
 
 
 def _data(*shape: int) -> torch.Tensor:

@@ -11,7 +11,7 @@ single float32 rounding per element.
 from __future__ import annotations
 
 import torch
-from cpu_launch_helpers import Scalar, Tensor, kernel
+from support.cpu_launch import Scalar, Tensor, kernel
 
 GID = [("id", "uint", "thread_position_in_grid")]
 GID2 = [("gid", "uint2", "thread_position_in_grid")]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from cpu_launch_helpers import Tensor, kernel
+from support.cpu_launch import Tensor, kernel
 
 F32 = torch.float32
 GID = [("id", "uint", "thread_position_in_grid")]

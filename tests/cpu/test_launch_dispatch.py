@@ -6,12 +6,14 @@ import itertools
 
 import pytest
 import torch
-from cpu_launch_helpers import METAL_TYPE, Scalar, Tensor, kernel
+from support.cpu_launch import METAL_TYPE, Scalar, Tensor, kernel, registration
 
 F32 = torch.float32
 I32 = torch.int32
 
-# Every compute attribute, some in their narrower or shorter forms.
+# Every compute attribute, some in their narrower or shorter forms, except
+# thread_execution_width: Metal refuses it next to threads_per_simdgroup
+# (test_thread_execution_width checks it alone).
 ATTRIBUTES = [
     ("gid", "uint3", "thread_position_in_grid", 3),
     ("lid", "ushort3", "thread_position_in_threadgroup", 3),
@@ -29,7 +31,6 @@ ATTRIBUTES = [
     ("sgit", "uint", "simdgroup_index_in_threadgroup", 1),
     ("tps", "uint", "threads_per_simdgroup", 1),
     ("sgpt", "uint", "simdgroups_per_threadgroup", 1),
-    ("tew", "uint", "thread_execution_width", 1),
     ("qgit", "uint", "quadgroup_index_in_threadgroup", 1),
     ("tiiq", "uint", "thread_index_in_quadgroup", 1),
     ("qgpt", "uint", "quadgroups_per_threadgroup", 1),
@@ -83,7 +84,6 @@ def _expected_attributes(grid, group):
                 "sgit": [index // 32],
                 "tps": [32],
                 "sgpt": [-(-count // 32)],
-                "tew": [32],
                 "qgit": [index // 4],
                 "tiiq": [index % 4],
                 "qgpt": [-(-count // 4)],
@@ -198,43 +198,94 @@ def test_every_dtype_round_trips() -> None:
 
 
 def test_results_are_contiguous_with_the_requested_shapes() -> None:
-    (out,) = HITS(
-        torch.zeros(1, 1, 1, dtype=I32), grid=(1, 1, 1), group=(1, 1, 1), shapes=[[2, 3, 5]]
+    k = kernel(
+        "rank3_result",
+        [],
+        [Tensor("out", F32, 3)],
+        "",
+        [("gid", "uint3", "thread_position_in_grid")],
     )
+    (out,) = k(grid=(1, 1, 1), group=(1, 1, 1), shapes=[[2, 3, 5]])
     assert out.shape == (2, 3, 5) and out.is_contiguous() and out.dtype == F32
+
+
+def test_thread_execution_width() -> None:
+    k = kernel(
+        "execution_width",
+        [],
+        [Tensor("out", I32)],
+        "out[id] = int(width);",
+        [("id", "uint", "thread_position_in_grid"), ("width", "uint", "thread_execution_width")],
+    )
+    (out,) = k(grid=(3, 1, 1), group=(3, 1, 1), shapes=[[3]])
+    assert out.tolist() == [32, 32, 32]  # the SIMD-group width
 
 
 # ---- validation -------------------------------------------------------------------
 
 
-def test_identical_registrations_share_a_handle() -> None:
-    args = (
-        "hits",
-        HITS.source,
-        "hits_0123456789",
-        "t",
-        ["hits", "out"],
-        ["thread_position_in_grid"],
-    )
-    assert torch.ops.coreai_torch.register_kernel(*args, 0) == HITS.handle
-    assert torch.ops.coreai_torch.register_kernel(*args, 1) != HITS.handle  # debug differs
+def test_identical_registrations_share_a_handle_and_count_their_uses() -> None:
+    args = HITS.registration
+    handle = torch.ops.coreai_torch.register_kernel(*args)
+    assert handle == HITS.handle
+    torch.ops.coreai_torch.release_kernel(handle)  # the use just added
+    debug = torch.ops.coreai_torch.register_kernel(*args[:-1], 1)
+    assert debug != HITS.handle  # the debug option makes another specialization
+    torch.ops.coreai_torch.release_kernel(debug)
+    # HITS's own registration is still there.
+    assert torch.ops.coreai_torch.cpu_translation_unit(HITS.handle)
 
 
-def test_unknown_thread_attribute_is_a_registration_error() -> None:
-    with pytest.raises(
-        RuntimeError, match=r"kernel 'k'.*entry 1.*unknown thread attribute 'thread_id'"
-    ):
-        torch.ops.coreai_torch.register_kernel(
-            "k", "", "k_0", "", [], ["thread_position_in_grid", "thread_id"], 0
-        )
+def test_a_released_handle_is_unknown() -> None:
+    args = registration("released", [Tensor("x")], [Tensor("out")], "out[id] = x[id];", ID)
+    handle = torch.ops.coreai_torch.register_kernel(*args)
+    torch.ops.coreai_torch.release_kernel(handle)
+    with pytest.raises(ValueError, match=f"unknown kernel handle {handle}"):
+        torch.ops.coreai_torch.launch(handle, [torch.ones(4)], [], [4, 1, 1], [4, 1, 1], [4])
+    with pytest.raises(ValueError, match="no such registered kernel"):
+        torch.ops.coreai_torch.release_kernel(handle)
 
 
-def test_bad_arg_kinds_are_a_registration_error() -> None:
-    with pytest.raises(RuntimeError, match="arg_kinds"):
-        torch.ops.coreai_torch.register_kernel("k", "", "k_0", "tx", ["a", "b"], [], 0)
+def _register(**changes):
+    args = list(registration("k", [Tensor("x")], [Tensor("out")], "out[id] = x[id];", ID))
+    fields = {"arg_kinds": 4, "input_dtypes": 5, "input_ranks": 6, "result_dtypes": 8}
+    fields |= {"result_ranks": 9, "thread_attrs": 10, "options": 11}
+    for key, value in changes.items():
+        args[fields[key]] = value
+    return torch.ops.coreai_torch.register_kernel(*args)
 
 
-def _launch(tensors, scalars=(), grid=(4, 1, 1), group=(4, 1, 1), shapes=((4,),), dtypes=(F32,)):
+@pytest.mark.parametrize(
+    ("changes", "error", "pattern"),
+    [
+        (
+            {"thread_attrs": ["thread_position_in_grid", "thread_id"]},
+            ValueError,
+            r"kernel 'k'.*entry 1.*unknown thread attribute 'thread_id'",
+        ),
+        (
+            {"thread_attrs": ["thread_execution_width", "threads_per_simdgroup"]},
+            ValueError,
+            r"both \[\[thread_execution_width\]\] and \[\[threads_per_simdgroup\]\]",
+        ),
+        ({"arg_kinds": "x"}, ValueError, "arg_kinds must be made of"),
+        ({"input_dtypes": [torch.float64]}, TypeError, "input 'x' has dtype Double"),
+        ({"result_dtypes": [torch.complex64]}, TypeError, "result 'out' has dtype ComplexFloat"),
+        (
+            {"input_ranks": [17]},
+            ValueError,
+            "input 'x' has rank 17; Metal tensors have rank 0 to 16",
+        ),
+        ({"result_ranks": [-1]}, ValueError, "result 'out' has rank -1"),
+        ({"options": 8}, ValueError, "unknown option bits in 8"),
+    ],
+)
+def test_registration_validation(changes, error, pattern) -> None:
+    with pytest.raises(error, match=pattern):
+        _register(**changes)
+
+
+def _launch(tensors, scalars=(), grid=(4, 1, 1), group=(4, 1, 1), shapes=((4,),)):
     return torch.ops.coreai_torch.launch(
         BINDING_CHECK.handle,
         list(tensors),
@@ -242,73 +293,79 @@ def _launch(tensors, scalars=(), grid=(4, 1, 1), group=(4, 1, 1), shapes=((4,),)
         list(grid),
         list(group),
         [d for s in shapes for d in s],
-        [len(s) for s in shapes],
-        list(dtypes),
     )
 
 
+ID = [("id", "uint", "thread_position_in_grid")]
 BINDING_CHECK = kernel(
     "checked",
     [Tensor("x"), Scalar("n", "int")],
     [Tensor("out")],
     "out[id] = x[id] + float(n);",
-    [("id", "uint", "thread_position_in_grid")],
+    ID,
 )
 
 
 @pytest.mark.parametrize(
     ("call", "error", "pattern"),
     [
-        (
-            lambda: _launch([], [1]),
-            RuntimeError,
-            r"kernel 'checked': expected 1 tensor inputs \('x'\), got 0",
-        ),
-        (lambda: _launch([torch.ones(4)], []), RuntimeError, "expected 1 scalar inputs, got 0"),
+        (lambda: _launch([], [1]), ValueError, "kernel 'checked': expected 1 tensor inputs, got 0"),
+        (lambda: _launch([torch.ones(4)], []), ValueError, "expected 1 scalar inputs, got 0"),
         (
             lambda: _launch([torch.ones(4)], [1.5]),
-            RuntimeError,
-            "scalar input 1 is an int parameter",
+            TypeError,
+            "input 'n' is an int parameter, got a Double scalar",
+        ),
+        (
+            lambda: _launch([torch.ones(4)], [True]),
+            TypeError,
+            "input 'n' is an int parameter, got a Bool scalar",
         ),
         (
             lambda: _launch([torch.ones(4)], [2**31]),
-            RuntimeError,
-            "does not fit Metal's 32-bit int",
+            ValueError,
+            "int input 'n' = 2147483648 does not fit Metal's 32-bit int",
         ),
         (
             lambda: _launch([torch.ones(4)], [1], grid=(4, 1)),
-            RuntimeError,
+            ValueError,
             "threads_per_grid must have 3 entries",
         ),
         (
+            lambda: _launch([torch.ones(4)], [1], grid=(2**32, 1, 1)),
+            ValueError,
+            r"threads_per_grid entries must be in \[0, 2\^32 - 1\]",
+        ),
+        (
             lambda: _launch([torch.ones(4)], [1], group=(4, 0, 1)),
-            RuntimeError,
+            ValueError,
             "threads_per_thread_group entries",
         ),
         (
             lambda: _launch([torch.ones(4)], [1], group=(64, 32, 1)),
-            RuntimeError,
+            ValueError,
             "2048 threads; a Metal threadgroup holds at most 1024",
         ),
         (
             lambda: _launch([torch.ones(4, dtype=torch.float64)], [1]),
             TypeError,
-            "input 'x' has dtype Double",
+            "input 'x' has dtype float64, but this specialization was registered for float32",
         ),
         (
-            lambda: _launch([torch.ones(4)], [1], dtypes=(torch.complex64,)),
-            TypeError,
-            "result 'out' has dtype ComplexFloat",
+            lambda: _launch([torch.ones(2, 2)], [1]),
+            ValueError,
+            r"input 'x' has rank 2 \(shape \[2, 2\]\), but this specialization was registered "
+            "for rank 1",
         ),
         (
             lambda: _launch([torch.ones(4)], [1], shapes=((4,), (2,))),
-            RuntimeError,
-            "a rank and a dtype for each of the 1 results",
+            ValueError,
+            "result_shapes has 2 entries, but the results' ranks add up to 1",
         ),
-        (lambda: _launch([torch.ones(4)], [1], shapes=((-1,),)), RuntimeError, "negative size"),
+        (lambda: _launch([torch.ones(4)], [1], shapes=((-1,),)), ValueError, "negative size"),
         (
-            lambda: torch.ops.coreai_torch.launch(12345, [], [], [1, 1, 1], [1, 1, 1], [], [], []),
-            RuntimeError,
+            lambda: torch.ops.coreai_torch.launch(12345, [], [], [1, 1, 1], [1, 1, 1], []),
+            ValueError,
             "unknown kernel handle 12345",
         ),
     ],
@@ -324,9 +381,9 @@ def test_tensors_on_two_devices_are_refused() -> None:
         [Tensor("a"), Tensor("b")],
         [Tensor("out")],
         "out[id] = a[id] + b[id];",
-        [("id", "uint", "thread_position_in_grid")],
+        ID,
     )
-    with pytest.raises(RuntimeError, match="one device; input 'b' is on meta but 'a' is on cpu"):
+    with pytest.raises(ValueError, match="one device; input 'b' is on meta but 'a' is on cpu"):
         k(
             torch.ones(4),
             torch.ones(4, device="meta"),
@@ -339,7 +396,7 @@ def test_tensors_on_two_devices_are_refused() -> None:
 def test_meta_launch_only_allocates() -> None:
     before = torch.ops.coreai_torch.cpu_compile_count()
     (out,) = BINDING_CHECK(
-        torch.ones(4, device="meta"), 3, grid=(4, 1, 1), group=(4, 1, 1), shapes=[[2, 6]]
+        torch.ones(4, device="meta"), 3, grid=(4, 1, 1), group=(4, 1, 1), shapes=[[12]]
     )
-    assert out.device.type == "meta" and out.shape == (2, 6) and out.dtype == F32
+    assert out.device.type == "meta" and out.shape == (12,) and out.dtype == F32
     assert torch.ops.coreai_torch.cpu_compile_count() == before

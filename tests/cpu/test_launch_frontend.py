@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from kernel_testing import run_checked
+from support.kernel_testing import run_checked
 
 from coreai_torch import MetalParameter, TorchMetalKernel
 

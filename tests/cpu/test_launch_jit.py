@@ -13,10 +13,10 @@ from pathlib import Path
 import coreai_torch._C as C
 import pytest
 import torch
-from cpu_launch_helpers import Tensor, kernel
+from support.cpu_launch import Tensor, kernel
 
 GID = [("id", "uint", "thread_position_in_grid")]
-HERE = Path(__file__).parent
+TESTS = Path(__file__).resolve().parents[1]  # holds the support package
 
 
 # ---- the address-space pass and the fiber-mode scan ------------------------------
@@ -261,8 +261,8 @@ def test_repeated_launches_do_not_compile_again() -> None:
 CHILD = textwrap.dedent(
     """
     import sys, torch
-    sys.path.insert(0, {here!r})
-    from cpu_launch_helpers import Tensor, kernel
+    sys.path.insert(0, {tests!r})
+    from support.cpu_launch import Tensor, kernel
     k = kernel("child", [Tensor("x")], [Tensor("out")], "// {tag}\\nout[id] = x[id] + 1.0f;",
                [("id", "uint", "thread_position_in_grid")])
     x = torch.arange(100, dtype=torch.float32)
@@ -275,7 +275,7 @@ CHILD = textwrap.dedent(
 
 def _child(cache: Path, tag: str, **env: str) -> subprocess.Popen:
     environment = {**os.environ, "COREAI_TORCH_CACHE_DIR": str(cache), **env}
-    code = CHILD.format(here=str(HERE), tag=tag)
+    code = CHILD.format(tests=str(TESTS), tag=tag)
     return subprocess.Popen(
         [sys.executable, "-c", code],
         env=environment,
@@ -334,7 +334,7 @@ def test_unusable_explicit_compiler_is_named(tmp_path: Path) -> None:
 def test_missing_compiler_says_how_to_install_one(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("COREAI_TORCH_CXX", "CXX")}
     env.update(PATH=str(tmp_path / "empty"), COREAI_TORCH_CACHE_DIR=str(tmp_path))
-    code = CHILD.format(here=str(HERE), tag="no compiler")
+    code = CHILD.format(tests=str(TESTS), tag="no compiler")
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert p.returncode != 0
     assert "kernel 'child'" in p.stderr

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from cpu_launch_helpers import Scalar, Tensor, kernel
+from support.cpu_launch import Scalar, Tensor, kernel
 
 F32 = torch.float32
 I32 = torch.int32

@@ -40,6 +40,8 @@ if _REASON is not None:
         pytest.fail(f"COREAI_TORCH_REQUIRE_MPS=1 but {_REASON}", pytrace=False)
     pytest.skip(_REASON, allow_module_level=True)
 
+from support.cpu_launch import Tensor, registration  # noqa: E402
+
 from coreai_torch import MetalCompileError, MetalParameter, TorchMetalKernel  # noqa: E402
 
 pytestmark = pytest.mark.mps
@@ -499,41 +501,19 @@ def test_repeated_calls_compile_nothing() -> None:
     assert compile_count() == before + 2
 
 
-def raw_exp_source(entry: str) -> str:
-    """A buffer rendering written out by hand (docs/internals.md, section 1)."""
-    return (
-        "#include <metal_stdlib>\n"
-        "#include <metal_tensor>\n"
-        "using namespace metal;\n"
-        f"[[kernel]] void {entry}(device float* coreai_buf_x [[buffer(0)]], "
-        "device float* coreai_buf_out [[buffer(1)]], constant int* coreai_meta [[buffer(2)]], "
-        "uint id [[thread_position_in_grid]]) {\n"
-        "tensor<device float, dextents<int, 1>, tensor_inline> x(coreai_buf_x, "
-        "dextents<int, 1>(coreai_meta[0]), array<int, 1>{coreai_meta[1]});\n"
-        "tensor<device float, dextents<int, 1>, tensor_inline> out(coreai_buf_out, "
-        "dextents<int, 1>(coreai_meta[2]), array<int, 1>{coreai_meta[3]});\n"
-        "{\n"
-        "if (id < uint(out.get_extent(0))) out[id] = exp(x[id]);\n"
-        "}\n"
-        "}\n"
-    )
+RAW_EXP = ("mps_raw_exp", [Tensor("x")], [Tensor("out")],
+           "if (id < uint(out.get_extent(0))) out[id] = exp(x[id]);",
+           [("id", "uint", "thread_position_in_grid")])  # fmt: skip
 
 
 def test_math_mode_keys_the_cache_and_the_debug_bit_does_not() -> None:
-    entry = "mps_raw_exp_0123456789"
-    source = raw_exp_source(entry)
-
     def register(options: int) -> int:
-        return torch.ops.coreai_torch.register_kernel(
-            "mps_raw_exp", source, entry, "t", ["x", "out"], ["thread_position_in_grid"], options
-        )
+        return torch.ops.coreai_torch.register_kernel(*registration(*RAW_EXP, options=options))
 
     x = torch.linspace(-10, 10, 1000).to("mps")
 
     def launch(handle: int) -> torch.Tensor:
-        (out,) = torch.ops.coreai_torch.launch(
-            handle, [x], [], [1000, 1, 1], [128, 1, 1], [1000], [1], [torch.float32]
-        )
+        (out,) = torch.ops.coreai_torch.launch(handle, [x], [], [1000, 1, 1], [128, 1, 1], [1000])
         return out.cpu()
 
     before = compile_count()
@@ -650,11 +630,9 @@ def test_empty_results_and_empty_grids_skip_the_dispatch() -> None:
     assert compile_count() == before  # same specialization as above: compiled already
 
 
-def test_int64_tensors_run_exactly_or_fail_with_the_dtype_note() -> None:
-    # Metal tensors have no 64-bit element type on the host side
-    # (MTLTensorDataType); whether tensor_inline views over int64 device memory
-    # compile is decided by the Metal compiler. Either outcome is acceptable,
-    # but it must be an exact result or an error that says why.
+def test_int64_and_bool_tensors_run_through_the_strided_view() -> None:
+    # Metal tensors have no 64-bit or bool element type (MTLTensorDataType):
+    # the rendering views them through coreai::strided_view.
     copy = TorchMetalKernel(
         "mps_copy_int64",
         ["x"],
@@ -664,10 +642,27 @@ def test_int64_tensors_run_exactly_or_fail_with_the_dtype_note() -> None:
         metal_params=[param("id", "uint", "thread_position_in_grid")],
     )
     x = torch.arange(-(2**40), -(2**40) + 64, dtype=torch.int64)
-    try:
-        out = copy(x.to("mps"), **launch_1d(64))
-    except MetalCompileError as error:
-        assert "no 64-bit integer or bool element type" in str(error)
-        assert "input 'x' is Long" in str(error)
-    else:
-        torch.testing.assert_close(out.cpu(), x + 1, **EXACT)
+    out = copy(x.to("mps"), **launch_1d(64))
+    torch.testing.assert_close(out.cpu(), x + 1, **EXACT)
+
+
+def ref_sum(x: torch.Tensor) -> torch.Tensor:
+    return x.sum()
+
+
+def test_rank_zero_results_and_empty_inputs() -> None:
+    total = TorchMetalKernel(
+        "mps_rank0_sum",
+        ["x"],
+        ["total"],
+        src="float s = 0; for (int i = 0; i < x.get_extent(0); ++i) s += x[i]; total[] = s;",
+        torch_defn=ref_sum,
+        metal_params=[param("id", "uint", "thread_position_in_grid")],
+    )
+    call = {"threads_per_grid": (1, 1, 1), "threads_per_thread_group": (1, 1, 1)}
+    x = torch.arange(10.0)
+    out = total(x.to("mps"), **call, result_shapes=[[]])
+    assert out.shape == () and out.cpu().item() == 45.0
+    # An empty input has no MTLBuffer: it is bound to a placeholder, never nil.
+    empty = total(torch.zeros(0, device="mps"), **call, result_shapes=[[]])
+    assert empty.cpu().item() == 0.0

@@ -41,7 +41,7 @@ def syntax_check(source: Path) -> subprocess.CompletedProcess[str]:
         "-x",
         "objective-c++",
         "-fsyntax-only",
-        "-std=c++17",
+        "-std=c++20",  # as the real build (setup.py, CMakeLists.txt)
         "-fobjc-arc",
         # Defaults of Apple's clang that a non-Apple target has to ask for:
         # blocks (dispatch_sync takes one) and the Objective-C 2 runtime that

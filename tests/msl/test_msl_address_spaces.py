@@ -14,7 +14,7 @@ type (coreai_msl/address_space.h, csrc/cpu/address_spaces.cpp).
 from __future__ import annotations
 
 import pytest
-from msl_harness import compile_errors, run_checks
+from support.msl_harness import compile_errors, run_checks
 
 HELPERS = r"""
 namespace metal {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from msl_harness import compile_errors, run_checks
+from support.msl_harness import compile_errors, run_checks
 
 THREADS = 4
 ITERATIONS = 20000

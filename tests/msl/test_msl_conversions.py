@@ -17,7 +17,7 @@ from __future__ import annotations
 import coreai_torch._C as C
 import numpy as np
 import pytest
-from msl_harness import compile_errors, run_checks
+from support.msl_harness import compile_errors, run_checks
 
 HELPERS = r"""
 typedef float4 vec4_t;

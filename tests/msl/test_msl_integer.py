@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from msl_harness import run_checks
+from support.msl_harness import run_checks
 
 # C++ type, bits, signed
 TYPES = {

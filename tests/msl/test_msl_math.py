@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from msl_harness import hex_float, run_checks
+from support.msl_harness import hex_float, run_checks
 
 # Unary functions: name -> (reference on float64, input domain).
 WIDE = np.linspace(-9.5, 9.5, 39)

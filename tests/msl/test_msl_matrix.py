@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from msl_harness import compile_errors, run_checks
+from support.msl_harness import compile_errors, run_checks
 
 BODY = r"""
 emit("sizes", sizeof(float3x3), alignof(float3x3), sizeof(half2x4), sizeof(float4x4),

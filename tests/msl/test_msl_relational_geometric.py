@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from msl_harness import run_checks
+from support.msl_harness import run_checks
 
 BODY = r"""
 volatile float vnan = NAN, vinf = INFINITY;

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernel_testing import run_checked
+from support.kernel_testing import run_checked
 
 from coreai_torch import MetalParameter, TorchMetalKernel
 

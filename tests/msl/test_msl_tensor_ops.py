@@ -24,7 +24,7 @@ import math
 
 import pytest
 import torch
-from kernel_testing import run_checked
+from support.kernel_testing import run_checked
 
 from coreai_torch import MetalParameter, TorchMetalKernel
 

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 import pytest
-from msl_harness import run_checks
+from support.msl_harness import run_checks
 
 BODY = r"""
 emit("floating", is_floating_point_v<half>, is_floating_point_v<bfloat>,

@@ -8,7 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import torch
-from msl_harness import hex_double, hex_float, run_checks
+from support.msl_harness import hex_double, hex_float, run_checks
 
 # float32 values whose conversion to half and bfloat exercises rounding: ties
 # to even in both directions, values just past a tie, subnormal results,

@@ -30,6 +30,13 @@ inline MTLSize MTLSizeMake(NSUInteger width, NSUInteger height, NSUInteger depth
 @protocol MTLBuffer <MTLResource>
 @end
 
+// MTLResource.h: typedef NS_OPTIONS(NSUInteger, MTLResourceOptions) { ...
+//   MTLResourceStorageModeShared = MTLStorageModeShared << MTLResourceStorageModeShift, ... }
+// (MTLStorageModeShared = 0, so the value is 0)
+typedef enum MTLResourceOptions : NSUInteger {
+  MTLResourceStorageModeShared = 0,
+} MTLResourceOptions;
+
 // ---- MTLLibrary.h ----
 
 // MTLLibrary.h: @protocol MTLFunction <NSObject>
@@ -129,6 +136,8 @@ typedef enum MTLGPUFamily : NSInteger {
 @property(nonnull, readonly) NSString* name;
 // MTLDevice.h: - (BOOL)supportsFamily:(MTLGPUFamily)gpuFamily API_AVAILABLE(macos(10.15), ios(13.0));
 - (BOOL)supportsFamily:(MTLGPUFamily)gpuFamily;
+// MTLDevice.h: - (nullable id <MTLBuffer>)newBufferWithLength:(NSUInteger)length options:(MTLResourceOptions)options;
+- (nullable id<MTLBuffer>)newBufferWithLength:(NSUInteger)length options:(MTLResourceOptions)options;
 // MTLDevice.h: - (nullable id <MTLLibrary>)newLibraryWithSource:(NSString *)source options:(nullable MTLCompileOptions *)options error:(__autoreleasing NSError **)error;
 - (nullable id<MTLLibrary>)newLibraryWithSource:(NSString*)source
                                         options:(nullable MTLCompileOptions*)options

@@ -1,12 +1,37 @@
-"""The kernels of Apple's TorchMetalKernel documentation, written the same way a user would.
+"""The seed kernels: the examples of Apple's ``TorchMetalKernel`` documentation.
 
-Shared by the front-end, export and converter tests.
+Written the way a user writes them, and defined once: the demo
+(``python -m coreai_torch demo``) runs them and the test suite checks them.
+Importing this module defines their ops (``torch.ops.coreai_metal_kernels.*``).
+
+>>> import torch
+>>> from coreai_torch.examples import custom_add
+>>> x = torch.arange(4.0)
+>>> custom_add(x, x, threads_per_grid=(4, 1, 1), threads_per_thread_group=(4, 1, 1),
+...            result_shapes=[[4]])
+tensor([0., 2., 4., 6.])
 """
+
+from __future__ import annotations
 
 import torch
 from torch import nn
 
-from coreai_torch import MetalParameter, TorchMetalKernel
+from . import MetalParameter
+from .kernel import TorchMetalKernel
+
+__all__ = [
+    "AddModel",
+    "MatmulModel",
+    "SinCosModel",
+    "custom_add",
+    "custom_matmul",
+    "rms_norm",
+    "scale_shift",
+    "sincos",
+]
+
+_ID = [MetalParameter("id", "uint", "thread_position_in_grid")]
 
 
 def torch_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -19,7 +44,7 @@ custom_add = TorchMetalKernel(
     result_names=["output"],
     src="output[id] = x[id] + y[id];",
     torch_defn=torch_add,
-    metal_params=[MetalParameter("id", "uint", "thread_position_in_grid")],
+    metal_params=_ID,
 )
 
 
@@ -44,7 +69,7 @@ sincos = TorchMetalKernel(
     result_names=["out_sin", "out_cos"],
     src="out_sin[id] = sin(x[id]); out_cos[id] = cos(x[id]);",
     torch_defn=torch_sincos,
-    metal_params=[MetalParameter("id", "uint", "thread_position_in_grid")],
+    metal_params=_ID,
 )
 
 
@@ -63,6 +88,7 @@ def torch_matmul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return torch.matmul(x, y)
 
 
+# Metal dimension 0 is torch's innermost: a torch [M, K] tensor is read A[k, m].
 custom_matmul = TorchMetalKernel(
     "matmul",
     input_names=["A", "B"],
@@ -111,5 +137,37 @@ scale_shift = TorchMetalKernel(
         out[id] = negate ? -v : v;
     """,
     torch_defn=torch_scale_shift,
-    metal_params=[MetalParameter("id", "uint", "thread_position_in_grid")],
+    metal_params=_ID,
+)
+
+
+def torch_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    variance = x.float().pow(2).mean(-1, keepdim=True)
+    return (x.float() * torch.rsqrt(variance + eps)).to(x.dtype) * weight
+
+
+# One threadgroup per row; 32 threads (one SIMD-group) reduce the sum of squares
+# with simd_sum. A torch [rows, dim] tensor is read as x[col, row].
+rms_norm = TorchMetalKernel(
+    "rms_norm",
+    ["x", "weight", "eps"],
+    ["out"],
+    src="""
+        const uint dim = x.get_extent(0);
+        const uint row = group.x;
+        float partial = 0.0f;
+        for (uint c = lane; c < dim; c += 32) {
+            float v = x[c, row];
+            partial += v * v;
+        }
+        const float scale = rsqrt(simd_sum(partial) / float(dim) + eps);
+        for (uint c = lane; c < dim; c += 32) {
+            out[c, row] = x[c, row] * scale * weight[c];
+        }
+    """,
+    torch_defn=torch_rms_norm,
+    metal_params=[
+        MetalParameter("group", "uint3", "threadgroup_position_in_grid"),
+        MetalParameter("lane", "uint", "thread_index_in_simdgroup"),
+    ],
 )

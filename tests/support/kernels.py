@@ -1,0 +1,29 @@
+"""Test kernels that more than one test module uses (the seed kernels live in
+``coreai_torch.examples``)."""
+
+from __future__ import annotations
+
+import torch
+
+from coreai_torch import MetalParameter, TorchMetalKernel
+
+
+def total_plus(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    return x.sum() + bias
+
+
+# One thread sums a vector into a rank-0 result (written `total[]`); bias is a
+# 0-d input, read as a value.
+rank0_sum = TorchMetalKernel(
+    "rank0_sum",
+    ["x", "bias"],
+    ["total"],
+    src="""
+        static_assert(total.get_rank() == 0, "a rank-0 result");
+        float s = bias;
+        for (int i = 0; i < x.get_extent(0); ++i) s += x[i];
+        total[] = s;
+    """,
+    torch_defn=total_plus,
+    metal_params=[MetalParameter("id", "uint", "thread_position_in_grid")],
+)
