@@ -64,7 +64,10 @@ void rt_report_out_of_bounds(const void* base, uint32_t rank, const int64_t* ind
 
 // ---- dispatch ------------------------------------------------------------
 
-uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+// In 64 bits: a grid of up to 2^32 - 1 threads must not wrap.
+uint32_t ceil_div(uint32_t a, uint32_t b) {
+  return static_cast<uint32_t>((uint64_t{a} + b - 1) / b);
+}
 
 // Runs every threadgroup once. Groups are independent (Metal guarantees no
 // order between them), so they are spread over torch's intra-op threads; the
