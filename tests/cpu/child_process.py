@@ -1,0 +1,48 @@
+"""Running a test scenario in a fresh Python process.
+
+Faults that used to kill the process (a stack overflow, an integer division
+trap, a corrupt cached library) and scenarios that need their own environment
+(a compiler wrapper, a cache limit, SIGINT) run in a child, so that a
+regression fails one test with the child's output instead of taking pytest down.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+# Prepended to every child: the checkout's coreai_torch and the CPU test helpers.
+PRELUDE = f"""
+import sys
+sys.path[:0] = [{str(REPO)!r}, {str(HERE)!r}]
+"""
+
+
+def child_env(cache: Path, **extra: str) -> dict[str, str]:
+    """The test process's environment with a private kernel cache and `extra`."""
+    return {**os.environ, "COREAI_TORCH_CACHE_DIR": str(cache), **extra}
+
+
+def spawn(code: str, env: dict[str, str]) -> subprocess.Popen:
+    """Starts `code` (dedented) in a new interpreter; stdout and stderr are pipes."""
+    return subprocess.Popen(
+        [sys.executable, "-c", PRELUDE + textwrap.dedent(code)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def run(code: str, env: dict[str, str], timeout: float = 300) -> str:
+    """Runs `code` to the end; asserts a zero exit status and returns its stdout."""
+    p = spawn(code, env)
+    out, err = p.communicate(timeout=timeout)
+    assert p.returncode == 0, f"exit status {p.returncode}\nstdout:\n{out}\nstderr:\n{err}"
+    return out
