@@ -487,9 +487,10 @@ KernelThread::Shield::~Shield() {
   s->shield = s->shield - 1;
   if (s->shield == 0 && s->pending_stop && s->in_kernel) {
     s->pending_stop = 0;
-    s->exit = KernelExit::Interrupted;
-    s->in_kernel = 0;
-    siglongjmp(s->resume, 1);
+    // The stop signal's handler abandons the kernel code now. Jumping from
+    // the handler (on the alternate stack) rather than from here (on a fiber
+    // stack) also satisfies glibc's checked longjmp.
+    raise(kStopSignal);
   }
 }
 

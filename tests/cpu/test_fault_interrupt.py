@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from child_process import child_env, spawn
+from child_process import LineReader, child_env, spawn
 
 # A kernel that never ends when `spin` is set. The loop touches a volatile so
 # that the compiler may not assume it terminates (C++ lets it delete a loop
@@ -58,14 +58,41 @@ def test_sigint_stops_a_runaway_kernel(tmp_path: Path, route: str) -> None:
     # through_kernel: TorchMetalKernel's fast path (keeps the GIL for small
     # launches); through_ops: torch.ops.coreai_torch.launch (the dispatcher).
     p = spawn(CHILD.replace("ROUTE", route), child_env(tmp_path))
-    lines = []
+    lines = LineReader(p)
     for mode in ("loop", "fiber"):
-        line = p.stdout.readline()
-        assert line.strip() == f"spinning {mode}", (line, p.stderr.read() if not line else "")
+        assert lines.next() == f"spinning {mode}"
         time.sleep(1.0)  # inside the endless launch by now
         p.send_signal(signal.SIGINT)
-        lines.append(p.stdout.readline().strip())
-    out, err = p.communicate(timeout=120)
-    assert p.returncode == 0, err
-    assert lines == ["KeyboardInterrupt loop", "KeyboardInterrupt fiber"]
-    assert out.strip() == "done"
+        assert lines.next() == f"KeyboardInterrupt {mode}"
+    assert lines.finish() == ["done"]
+
+
+def test_sigint_while_kernel_code_keeps_calling_the_launcher(tmp_path: Path) -> None:
+    # In debug mode every out-of-bounds access calls into the launcher, which
+    # takes a lock to record it: an interrupt that arrives there waits for the
+    # call to return (kernel_guard.h). The kernel below does little else.
+    code = """
+    import torch
+    from cpu_launch_helpers import Scalar, Tensor, kernel
+    k = kernel("reporting", [Tensor("x"), Scalar("spin", "bool")], [Tensor("out")], '''
+        volatile uint turns = 0;
+        while (spin) { out[1u << 20] = 0.0f; turns = turns + 1; }
+        out[id] = x[id] + 1.0f;''', [("id", "uint", "thread_position_in_grid")], debug=True)
+    x = torch.arange(64, dtype=torch.float32)
+    run = lambda spin: k(x, spin, grid=(64, 1, 1), group=(32, 1, 1), shapes=[[64]])[0]
+    assert torch.equal(run(False), x + 1)
+    print("spinning", flush=True)
+    try:
+        run(True)
+    except KeyboardInterrupt:
+        print("KeyboardInterrupt", flush=True)
+    assert torch.equal(run(False), x + 1)
+    print("done")
+    """
+    p = spawn(code, child_env(tmp_path))
+    lines = LineReader(p)
+    assert lines.next() == "spinning"
+    time.sleep(1.0)
+    p.send_signal(signal.SIGINT)
+    assert lines.next() == "KeyboardInterrupt"
+    assert lines.finish() == ["done"]
