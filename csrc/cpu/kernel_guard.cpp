@@ -5,7 +5,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <time.h>
-#include <ucontext.h>
+#include <sys/ucontext.h>  // <ucontext.h> is deprecated on macOS; this one is not
 #include <unistd.h>
 
 #include <c10/util/Exception.h>
@@ -32,9 +32,10 @@ namespace {
 constexpr int kStopSignal = SIGURG;
 
 constexpr size_t kAltStackBytes = 64 * 1024;
-// Below a thread's own stack, addresses this close count as its guard (a
-// pthread guard page, or the main thread's gap under its stack limit).
-constexpr uintptr_t kOwnGuardBytes = 64 * 1024;
+// A fault this close to the stack pointer is a stack overflow: with stack
+// probes, the access that runs off a stack is at (or just below) the stack
+// pointer, and memory there that is not mapped is past the stack's end.
+constexpr uintptr_t kNearStackPointer = 64 * 1024;
 constexpr int64_t kRecheckMilliseconds = 100;
 
 // ---- what the signal handlers read ----------------------------------------------
@@ -55,7 +56,6 @@ struct ThreadSlot {
   uintptr_t fault_address = 0;
   const GuardRange* guards = nullptr;
   size_t guard_count = 0;
-  GuardRange own_guard;
   sigjmp_buf resume;
 };
 
@@ -98,12 +98,30 @@ ThreadSlot* find_slot() {
 
 bool in_range(const GuardRange& r, uintptr_t a) { return a >= r.begin && a < r.end; }
 
-bool in_guard(const ThreadSlot* s, uintptr_t address) {
-  if (in_range(s->own_guard, address)) return true;
+// The stack pointer of an interrupted context (0 where unknown).
+uintptr_t stack_pointer(const ucontext_t* uc) {
+#if defined(__linux__) && defined(__x86_64__)
+  return static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]);
+#elif defined(__linux__) && defined(__aarch64__)
+  return static_cast<uintptr_t>(uc->uc_mcontext.sp);
+#elif defined(__APPLE__) && defined(__x86_64__)
+  return static_cast<uintptr_t>(uc->uc_mcontext->__ss.__rsp);
+#elif defined(__APPLE__) && defined(__aarch64__)
+  return static_cast<uintptr_t>(uc->uc_mcontext->__ss.__sp);
+#else
+  (void)uc;
+  return 0;
+#endif
+}
+
+// A fault in a fiber stack's guard page, or next to the stack pointer (the
+// end of an OS thread's stack).
+bool is_stack_overflow(const ThreadSlot* s, uintptr_t address, const ucontext_t* uc) {
   for (size_t i = 0; i < s->guard_count; ++i) {
     if (in_range(s->guards[i], address)) return true;
   }
-  return false;
+  const uintptr_t sp = stack_pointer(uc);
+  return sp != 0 && address + kNearStackPointer >= sp && address < sp + kNearStackPointer;
 }
 
 // ---- handlers ----------------------------------------------------------------------
@@ -178,10 +196,12 @@ void on_fault(int sig, siginfo_t* info, void* context) {
   if (s != nullptr && s->in_kernel && s->shield == 0) {
     // Kernel code faulted: the access did not happen, and abandoning the
     // kernel leaves nothing half done (see the top of kernel_guard.h).
+    const auto* uc = static_cast<const ucontext_t*>(context);
     const auto address = reinterpret_cast<uintptr_t>(info->si_addr);
-    s->exit = in_guard(s, address) ? KernelExit::StackOverflow : KernelExit::InvalidAccess;
+    s->exit = is_stack_overflow(s, address, uc) ? KernelExit::StackOverflow
+                                                : KernelExit::InvalidAccess;
     s->fault_address = address;
-    abandon(s, static_cast<const ucontext_t*>(context));
+    abandon(s, uc);
   }
   step_aside(sig);
 }
@@ -322,17 +342,17 @@ void forget_other_threads_after_fork() {
 
 // ---- LaunchScope -------------------------------------------------------------------
 
-LaunchScope::LaunchScope() : generation_(0), previous_(tls_scope) {
+LaunchScope::LaunchScope(bool debug)
+    : generation_(0), debug_(debug), thread_(&KernelThread::current()), previous_(tls_scope) {
   ensure_handlers();
-  KernelThread& thread = KernelThread::current();
   generation_ = g_interrupts.load();
-  thread.join(generation_, false);
+  thread_->join(generation_, debug);
   tls_scope = this;
 }
 
 LaunchScope::~LaunchScope() {
   tls_scope = previous_;
-  KernelThread::current().leave();
+  thread_->leave();
 }
 
 bool LaunchScope::interrupted() const { return g_interrupts.load() != generation_; }
@@ -379,24 +399,6 @@ KernelThread::KernelThread() {
       }
     }
   }
-
-#if defined(__APPLE__)
-  const auto top = reinterpret_cast<uintptr_t>(pthread_get_stackaddr_np(pthread_self()));
-  stack_low_ = top - pthread_get_stacksize_np(pthread_self());
-#else
-  pthread_attr_t attributes;
-  if (pthread_getattr_np(pthread_self(), &attributes) == 0) {
-    void* low = nullptr;
-    size_t size = 0;
-    if (pthread_attr_getstack(&attributes, &low, &size) == 0) {
-      stack_low_ = reinterpret_cast<uintptr_t>(low);
-    }
-    pthread_attr_destroy(&attributes);
-  }
-#endif
-  if (stack_low_ > kOwnGuardBytes) {
-    static_cast<ThreadSlot*>(slot_)->own_guard = {stack_low_ - kOwnGuardBytes, stack_low_};
-  }
 }
 
 KernelThread::~KernelThread() {
@@ -408,7 +410,6 @@ KernelThread::~KernelThread() {
   while (s->signalling.load() != 0) {
   }
   s->launch_depth.store(0);
-  s->own_guard = {};
   if (alt_stack_ != nullptr) {
     stack_t off{};
     off.ss_flags = SS_DISABLE;
@@ -422,12 +423,19 @@ void KernelThread::join(uint64_t generation, bool debug) {
   if (s == nullptr) return;
   s->generation.store(generation, std::memory_order_relaxed);
   s->debug = debug ? 1 : 0;
+  // A full fence (the read-modify-write): a SIGINT handler either sees this
+  // thread in the launch, or this thread sees its interrupt count in run().
   s->launch_depth.fetch_add(1);
 }
 
 void KernelThread::leave() {
+  // No fence needed: a SIGINT handler that still sees the old depth sends a
+  // stop signal that finds no launch and does nothing.
   auto* s = static_cast<ThreadSlot*>(slot_);
-  if (s != nullptr) s->launch_depth.fetch_sub(1);
+  if (s != nullptr) {
+    s->launch_depth.store(s->launch_depth.load(std::memory_order_relaxed) - 1,
+                          std::memory_order_release);
+  }
 }
 
 KernelExit KernelThread::run(void (*fn)(void*), void* arg) {
@@ -467,9 +475,26 @@ void KernelThread::set_stack_guards(const GuardRange* ranges, size_t count) {
   s->guard_count = count;
 }
 
-size_t KernelThread::stack_left() const {
+size_t KernelThread::stack_left() {
+  if (stack_low_ == 0) {  // looked up once: for the main thread it reads /proc/self/maps
+#if defined(__APPLE__)
+    const auto top = reinterpret_cast<uintptr_t>(pthread_get_stackaddr_np(pthread_self()));
+    stack_low_ = top - pthread_get_stacksize_np(pthread_self());
+#else
+    pthread_attr_t attributes;
+    if (pthread_getattr_np(pthread_self(), &attributes) == 0) {
+      void* low = nullptr;
+      size_t size = 0;
+      if (pthread_attr_getstack(&attributes, &low, &size) == 0) {
+        stack_low_ = reinterpret_cast<uintptr_t>(low);
+      }
+      pthread_attr_destroy(&attributes);
+    }
+#endif
+    if (stack_low_ == 0) stack_low_ = 1;  // unknown: do not look again
+  }
   const auto here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
-  if (stack_low_ == 0 || here <= stack_low_) return SIZE_MAX;
+  if (stack_low_ == 1 || here <= stack_low_) return SIZE_MAX;
   return here - stack_low_;
 }
 

@@ -5,8 +5,9 @@
 //
 // - Kernels are compiled with stack probes, so a frame too large for its
 //   stack touches the stack's guard page first. The SIGSEGV (SIGBUS on macOS)
-//   handler abandons kernel code that faults, and tells a fault in the guard
-//   region of the stack it runs on (an overflow) from any other bad access.
+//   handler abandons kernel code that faults, and tells an overflow (a fault
+//   in a fiber stack's guard page or next to the stack pointer) from any other
+//   bad access.
 // - An integer division that traps (x86-64's `div`/`idiv`: x / 0, INT_MIN / -1)
 //   is completed by the SIGFPE handler with AArch64's results and execution
 //   goes on (x86_division.h); in debug mode an unreported one is abandoned.
@@ -55,13 +56,17 @@ struct GuardRange {
 // it exists, SIGINT stops the launch (and a compile it waits for).
 class LaunchScope {
  public:
-  LaunchScope();
+  // `debug`: the launch is in debug mode.
+  explicit LaunchScope(bool debug);
   ~LaunchScope();
   LaunchScope(const LaunchScope&) = delete;
   LaunchScope& operator=(const LaunchScope&) = delete;
 
   // The interrupt count when the launch began: workers join with it.
   uint64_t generation() const { return generation_; }
+  bool debug() const { return debug_; }
+  // The launching thread (workers use KernelThread::current()).
+  class KernelThread& thread() const { return *thread_; }
   // True once a SIGINT has arrived since the launch began.
   bool interrupted() const;
   // The scope of the launch running on this thread, or nullptr.
@@ -69,6 +74,8 @@ class LaunchScope {
 
  private:
   uint64_t generation_;
+  bool debug_;
+  class KernelThread* thread_;
   const LaunchScope* previous_;
 };
 
@@ -95,7 +102,7 @@ class KernelThread {
 
   // Bytes of this OS thread's own stack below the caller's frame (a large
   // number if the bounds are unknown).
-  size_t stack_left() const;
+  size_t stack_left();
 
   // Debug mode: the kernel reported a division that is about to trap; it is
   // completed silently (the report already fails the launch).
@@ -121,7 +128,7 @@ class KernelThread {
   void* slot_ = nullptr;        // its entry in the table the signal handlers read
   void* alt_stack_ = nullptr;   // the alternate signal stack it mapped, if any
   size_t alt_stack_bytes_ = 0;
-  uintptr_t stack_low_ = 0;     // lowest address of its own stack (0: unknown)
+  uintptr_t stack_low_ = 0;     // lowest address of its own stack (0: not looked up, 1: unknown)
 };
 
 // Raises the exception for a launch stopped by SIGINT. Python builds register

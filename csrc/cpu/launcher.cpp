@@ -104,6 +104,12 @@ uint32_t ceil_div(uint32_t a, uint32_t b) {
   return static_cast<uint32_t>((uint64_t{a} + b - 1) / b);
 }
 
+// Loop mode runs a group with frames up to this size on the OS thread's stack
+// without asking how much of it is left (an OS thread has megabytes, and
+// finding its bounds can cost a read of /proc/self/maps); an overflow would
+// still be caught.
+constexpr int64_t kSmallFrameBytes = 64 * 1024;
+
 // One call of a loop-mode group, as kernel code for KernelThread::run.
 struct GroupCall {
   coreai_cpu_kernel_run_group_fn run_group;
@@ -172,7 +178,7 @@ std::string describe_fault(KernelExit exit, const std::string& kernel, uintptr_t
 // threads of one group always run on one OS thread, which is what makes
 // `static thread_local` threadgroup memory private to the running group.
 void run_groups(const KernelLibrary& lib, void* const* ptrs, const LaunchArgs& args,
-                LaunchState& state, const LaunchScope& scope, bool debug) {
+                LaunchState& state, const LaunchScope& scope) {
   coreai_cpu_group proto{};
   proto.meta_count = static_cast<uint32_t>(args.meta.size());
   int64_t total = 1;
@@ -195,18 +201,29 @@ void run_groups(const KernelLibrary& lib, void* const* ptrs, const LaunchArgs& a
 
   at::parallel_for(0, total, grain, [&](int64_t begin, int64_t end) {
     CurrentLaunch current(&state);
-    KernelThread& thread = KernelThread::current();
+    // Worker threads join the launch for this chunk; the launching thread
+    // took part from the start.
+    const bool launching_thread = LaunchScope::current() == &scope;
+    KernelThread& thread = launching_thread ? scope.thread() : KernelThread::current();
     struct Joined {
       KernelThread& thread;
+      const bool joined;
       ~Joined() {
-        thread.leave();
-        GroupRunner::for_this_thread().release_large_stacks();
+        if (joined) thread.leave();
       }
-    } joined{thread};
-    thread.join(scope.generation(), debug);
-    GroupRunner& runner = GroupRunner::for_this_thread();
-    const bool private_stack =
-        !lib.fibers && lib.stack.group_bytes >= 0 && thread.stack_left() < loop_stack;
+    } joined{thread, !launching_thread};
+    if (joined.joined) thread.join(scope.generation(), scope.debug());
+    const bool private_stack = !lib.fibers && lib.stack.group_bytes > kSmallFrameBytes &&
+                               thread.stack_left() < loop_stack;
+    // Only fiber mode and private stacks use the runner (and its stacks).
+    GroupRunner* const runner =
+        lib.fibers || private_stack ? &GroupRunner::for_this_thread() : nullptr;
+    struct ReleaseStacks {
+      GroupRunner* runner;
+      ~ReleaseStacks() {
+        if (runner != nullptr) runner->release_large_stacks();
+      }
+    } release_stacks{runner};
     coreai_cpu_group g = proto;
     for (int64_t linear = begin; linear < end; ++linear) {
       if (state.stopped()) break;
@@ -225,9 +242,9 @@ void run_groups(const KernelLibrary& lib, void* const* ptrs, const LaunchArgs& a
       g.thread_count = g.size[0] * g.size[1] * g.size[2];
       KernelExit exit;
       if (lib.fibers) {
-        exit = runner.run(lib.run_thread, ptrs, g, state, fiber_stack);
+        exit = runner->run(lib.run_thread, ptrs, g, state, fiber_stack);
       } else if (private_stack) {
-        exit = runner.run_group_on_private_stack(lib.run_group, ptrs, g, loop_stack);
+        exit = runner->run_group_on_private_stack(lib.run_group, ptrs, g, loop_stack);
       } else {
         GroupCall call{lib.run_group, ptrs, &g};
         exit = thread.run(&GroupCall::invoke, &call);
@@ -240,7 +257,7 @@ void run_groups(const KernelLibrary& lib, void* const* ptrs, const LaunchArgs& a
       const size_t stack_bytes = lib.fibers ? fiber_stack : private_stack ? loop_stack : 0;
       const int64_t need = lib.fibers ? lib.stack.thread_bytes : lib.stack.group_bytes;
       state.fail(describe_fault(exit, state.kernel(), thread.fault_address(), g,
-                                lib.fibers ? &runner : nullptr, stack_bytes, need));
+                                lib.fibers ? runner : nullptr, stack_bytes, need));
       state.stop(/*interrupted=*/false);
       break;
     }
@@ -337,7 +354,8 @@ const coreai_cpu_runtime& runtime_table() {
 
 void run(int64_t handle, const KernelRecord& record, LaunchArgs& args) {
   // From here on SIGINT stops the launch, its compile included.
-  LaunchScope scope;
+  const bool debug = (record.options & kOptionDebug) != 0;
+  LaunchScope scope(debug);
   const KernelLibrary& lib = kernel_library(handle, record);
   check_stack_budget(record, lib, args);
 
@@ -368,7 +386,6 @@ void run(int64_t handle, const KernelRecord& record, LaunchArgs& args) {
   ptrs.push_back(args.meta.data());
 
   LaunchState state(record.name, std::move(tensors));
-  const bool debug = (record.options & kOptionDebug) != 0;
   auto finish = [&] {
     if (state.interrupted()) {
       throw_interrupted("kernel '" + record.name +
@@ -378,7 +395,7 @@ void run(int64_t handle, const KernelRecord& record, LaunchArgs& args) {
     TORCH_CHECK(!state.failed(), state.report());
   };
   if (!debug) {
-    run_groups(lib, ptrs.data(), args, state, scope, debug);
+    run_groups(lib, ptrs.data(), args, state, scope);
     finish();
     return;
   }
@@ -389,7 +406,7 @@ void run(int64_t handle, const KernelRecord& record, LaunchArgs& args) {
   std::vector<at::Tensor> unwritten[2];
   for (int pass = 0; pass < 2; ++pass) {
     poison_results(args, kPoison[pass]);
-    run_groups(lib, ptrs.data(), args, state, scope, debug);
+    run_groups(lib, ptrs.data(), args, state, scope);
     finish();
     unwritten[pass] = still_poisoned(args, kPoison[pass]);
   }
