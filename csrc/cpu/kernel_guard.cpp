@@ -4,8 +4,8 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <sys/ucontext.h>  // <ucontext.h> is deprecated on macOS; this one is not
+#include <time.h>
 #include <unistd.h>
 
 #include <c10/util/Exception.h>

@@ -158,7 +158,7 @@ std::string describe_fault(KernelExit exit, const std::string& kernel, uintptr_t
     case KernelExit::InvalidAccess:
       msg << "invalid memory access at address " << hex << " (" << where.str()
           << "): a pointer or an index outside every buffer. Run the kernel in debug mode "
-             "(debug=True, or COREAI_TORCH_DEBUG=1) to find the tensor and index.";
+             "(kernel.debug = True, or COREAI_TORCH_DEBUG=1) to find the tensor and index.";
       break;
     case KernelExit::DivisionFault:
       msg << "integer division or remainder by zero, or INT_MIN by -1, in a vector operation ("

@@ -36,6 +36,28 @@ def test_a_one_mib_local_array_runs_in_fiber_and_loop_mode(tmp_path: Path) -> No
     assert out.split() == ["fiber", "ok", "loop", "ok"]
 
 
+def test_a_loop_mode_frame_larger_than_the_thread_stack_runs_on_a_private_stack(
+    tmp_path: Path,
+) -> None:
+    # 16 MiB per thread: more than an OS thread's stack (8 MiB by default).
+    out = run(
+        f"""
+        import torch
+        from cpu_launch_helpers import Tensor, kernel
+        k = kernel("loop_16mib", [Tensor("x")], [Tensor("out")], '''
+            float buf[4194304];
+            for (uint i = 0; i < 4194304; ++i) buf[i] = x[id] + float(i);
+            out[id] = buf[id] + buf[4194303];''', {GID})
+        x = torch.arange(8, dtype=torch.float32)
+        (out,) = k(x, grid=(8, 1, 1), group=(4, 1, 1), shapes=[[8]])
+        assert torch.equal(out, 3 * x + 4194303), out
+        print("ok")
+        """,
+        child_env(tmp_path),
+    )
+    assert out.split() == ["ok"]
+
+
 def test_a_frame_that_cannot_fit_is_refused_with_its_size(tmp_path: Path) -> None:
     # 16 MiB per thread for 256 threads: 4 GiB of stacks, past the budget.
     out = run(
