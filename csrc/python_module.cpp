@@ -10,10 +10,28 @@
 #include "cpu/compiler.h"
 #include "cpu/fiber.h"
 #include "cpu/jit.h"
+#include "cpu/kernel_guard.h"
 #include "cpu/source_scan.h"
 #include "autograd_kernel.h"
+#include "cpu/x86_division.h"
 #include "python_contract.h"
 #include "specialization_table.h"
+
+namespace {
+
+// A launch stopped by SIGINT raises what Python's SIGINT handler raises
+// (KeyboardInterrupt unless the program installed its own); the launcher's
+// SIGINT handler has already called Python's, so the signal is pending. If no
+// handler raised (another thread's launch, or a handler that returns), the
+// launch still did not finish: KeyboardInterrupt with the launcher's message.
+void raise_keyboard_interrupt(const std::string& message) {
+  pybind11::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() != 0) throw pybind11::error_already_set();
+  PyErr_SetString(PyExc_KeyboardInterrupt, message.c_str());
+  throw pybind11::error_already_set();
+}
+
+}  // namespace
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "coreai_torch native library: registers torch.ops.coreai_torch";
@@ -56,6 +74,26 @@ PYBIND11_MODULE(_C, m) {
       },
       "The C++ compiler the CPU backend compiles kernels with.");
   m.def("_msl_directory", &coreai_torch::cpu::msl_directory);
+  m.def(
+      "_complete_x86_division",
+      [](const std::string& code, std::vector<uint64_t> gpr) {
+        // For tests: the code bytes are copied into a buffer followed by
+        // padding, so that decoding never reads past them.
+        std::string padded = code + std::string(16, '\x90');
+        coreai_torch::cpu::X86Registers regs{};
+        for (size_t i = 0; i < 16 && i < gpr.size(); ++i) regs.gpr[i] = gpr[i];
+        regs.rip = reinterpret_cast<uint64_t>(padded.data());
+        if (!coreai_torch::cpu::complete_x86_division(regs)) {
+          return pybind11::object(pybind11::none());
+        }
+        std::vector<uint64_t> out(regs.gpr, regs.gpr + 16);
+        return pybind11::object(pybind11::make_tuple(
+            out, regs.rip - reinterpret_cast<uint64_t>(padded.data())));
+      },
+      "For tests: completes the x86-64 div/idiv in `code` (register divisors only) on "
+      "the registers `gpr` (rax, rcx, rdx, ...); returns (registers, instruction length), or "
+      "None if `code` is not a division.");
+  coreai_torch::cpu::set_interrupt_hook(&raise_keyboard_interrupt);
   coreai_torch::add_autograd_kernel(m);
   coreai_torch::add_contract(m);
   coreai_torch::add_specialization_table(m);

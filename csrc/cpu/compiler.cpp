@@ -5,6 +5,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -12,7 +14,9 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <string_view>
 
+#include "cpu/kernel_guard.h"
 #include "cpu/sha256.h"
 #include "cpu/subprocess.h"
 
@@ -64,7 +68,9 @@ std::string first_line(const std::string& text) {
 // Empty if `program` is usable, else why not.
 std::string check(const std::string& program, const std::string& scratch_dir,
                   std::string& identity) {
-  const ProcessResult version = run_process({program, "--version"});
+  const ProcessResult version = run_process({program, "--version"}, compiler_limits());
+  if (version.stopped) return "interrupted";
+  if (version.timed_out) return "`--version` did not finish within the compile timeout";
   if (!version.started) return "not found";
   if (version.exit_code != 0) return "`--version` failed";
   if (version.output.find("clang version") == std::string::npos) {
@@ -86,7 +92,7 @@ std::string check(const std::string& program, const std::string& scratch_dir,
     if (flag != "-shared" && flag != "-fPIC") argv.push_back(flag);
   }
   argv.insert(argv.end(), {"-fsyntax-only", "-x", "c++", probe});
-  const ProcessResult syntax = run_process(argv);
+  const ProcessResult syntax = run_process(argv, compiler_limits());
   std::remove(probe.c_str());
   if (syntax.exit_code != 0) {
     return first_line(version.output) + " cannot compile the kernel headers' C++23: " +
@@ -175,6 +181,10 @@ const std::vector<std::string>& kernel_compile_flags() {
       "-fno-math-errno",
       // Kernel code has no exceptions and must not unwind through fibers.
       "-fno-exceptions",
+      // A frame larger than a page touches each page in turn, so that an
+      // overflow hits the stack's guard page instead of jumping past it into
+      // other memory (kernel_guard.h).
+      "-fstack-clash-protection",
       "-fvisibility=hidden",
       // Metal converts between vector types only explicitly; without this
       // clang would silently reinterpret, e.g., a short4 as an int2.
@@ -184,6 +194,65 @@ const std::vector<std::string>& kernel_compile_flags() {
       "-Wno-unknown-attributes",
   };
   return flags;
+}
+
+const std::vector<std::string>& debug_compile_flags() {
+  static const std::vector<std::string> flags{
+      "-DCOREAI_MSL_DEBUG=1",
+      // Checks every scalar division and reports it (coreai_msl/debug_checks.h).
+      "-fsanitize=integer-divide-by-zero,signed-integer-overflow",
+  };
+  return flags;
+}
+
+double compile_timeout_seconds() {
+  constexpr double kDefaultSeconds = 300;
+  const char* text = std::getenv("COREAI_TORCH_COMPILE_TIMEOUT");
+  if (text == nullptr || *text == '\0') return kDefaultSeconds;
+  char* end = nullptr;
+  const double seconds = std::strtod(text, &end);
+  TORCH_CHECK(end != text && *end == '\0' && seconds > 0 && seconds < 1e9,
+              "COREAI_TORCH_COMPILE_TIMEOUT=", text,
+              " is not a positive number of seconds; unset it for the default of ",
+              kDefaultSeconds, " s");
+  return seconds;
+}
+
+ProcessLimits compiler_limits() {
+  ProcessLimits limits;
+  limits.timeout_seconds = compile_timeout_seconds();
+  if (const LaunchScope* scope = LaunchScope::current()) {
+    limits.should_stop = [scope] { return scope->interrupted(); };
+  }
+  return limits;
+}
+
+bool reports_source_error(const std::string& output) {
+  size_t start = 0;
+  while (start < output.size()) {
+    size_t end = output.find('\n', start);
+    if (end == std::string::npos) end = output.size();
+    const std::string_view line(output.data() + start, end - start);
+    start = end + 1;
+    // `file:line:column: error:` or `...: fatal error:`, with numbers for line and column.
+    size_t at = line.find(": error:");
+    if (at == std::string_view::npos) at = line.find(": fatal error:");
+    if (at == std::string_view::npos) continue;
+    const std::string_view place = line.substr(0, at);
+    const size_t column = place.rfind(':');
+    if (column == std::string_view::npos || column + 1 == place.size()) continue;
+    const size_t row = place.rfind(':', column - 1);
+    if (row == std::string_view::npos || row == 0) continue;
+    auto digits = [](std::string_view s) {
+      return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c)) != 0;
+      });
+    };
+    if (digits(place.substr(column + 1)) && digits(place.substr(row + 1, column - row - 1))) {
+      return true;
+    }
+  }
+  return false;
 }
 
 const Compiler& find_compiler(const std::string& kernel, const std::string& scratch_dir) {
@@ -201,6 +270,10 @@ const Compiler& find_compiler(const std::string& kernel, const std::string& scra
     }
     std::string identity;
     const std::string why_not = check(c.program, scratch_dir, identity);
+    if (const LaunchScope* scope = LaunchScope::current(); scope && scope->interrupted()) {
+      throw_interrupted("kernel '" + kernel +
+                        "': interrupted (SIGINT) while looking for a C++ compiler");
+    }
     if (why_not.empty()) {
       write_memo(memo, identity);
       found = Compiler{c.program, identity};

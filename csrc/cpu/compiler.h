@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "cpu/subprocess.h"
+
 namespace coreai_torch::cpu {
 
 struct Compiler {
@@ -15,6 +17,22 @@ struct Compiler {
 // Fixed on purpose: no -march=native (cached libraries may be shared between
 // machines) and no fast-math (kernels must round like the GPU's safe math).
 const std::vector<std::string>& kernel_compile_flags();
+
+// The flags a debug-mode kernel (option bit 0) is compiled with in addition.
+const std::vector<std::string>& debug_compile_flags();
+
+// Seconds a compiler run may take: $COREAI_TORCH_COMPILE_TIMEOUT, else 300.
+double compile_timeout_seconds();
+
+// Limits for a compiler run: compile_timeout_seconds(), and stopping when
+// SIGINT interrupts the launch running on the calling thread (kernel_guard.h).
+ProcessLimits compiler_limits();
+
+// True if `output` (what a failed compiler run printed) has an error
+// diagnostic located in a source file (`file:line:column: error: ...`): the
+// source was rejected. Otherwise the failure came from elsewhere (the linker,
+// a full disk, a crash) and may not happen again.
+bool reports_source_error(const std::string& output);
 
 // The first usable compiler among: $COREAI_TORCH_CXX (if set, it must work),
 // $CXX, clang++-19 ... clang++-15, clang++. Usable means clang 15 or newer

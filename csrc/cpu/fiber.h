@@ -36,6 +36,8 @@ class FiberStack {
 
   void* top() const { return static_cast<char*>(base_) + mapped_; }
   void* bottom() const { return static_cast<char*>(base_) + guard_; }
+  // The inaccessible guard page: [guard_begin(), bottom()).
+  void* guard_begin() const { return base_; }
 
  private:
   void* base_ = nullptr;

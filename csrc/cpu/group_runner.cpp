@@ -8,12 +8,28 @@ namespace coreai_torch::cpu {
 namespace {
 
 // Kernel bodies keep arrays such as `float acc[64]` on the stack; 256 KiB of
-// address space per fiber is plenty and costs only the pages a thread touches.
-constexpr size_t kFiberStackBytes = 256 * 1024;
+// address space per fiber is plenty for most and costs only the pages a thread
+// touches.
+constexpr size_t kDefaultFiberStackBytes = 256 * 1024;
+// Room for what runs on a fiber besides the kernel's own frames: the
+// launcher's services (barriers, reports) and the C library.
+constexpr size_t kServiceStackBytes = 64 * 1024;
 
 thread_local GroupRunner* tls_active = nullptr;
 
+GuardRange guard_of(const FiberStack& stack) {
+  return {reinterpret_cast<uintptr_t>(stack.guard_begin()),
+          reinterpret_cast<uintptr_t>(stack.bottom())};
+}
+
 }  // namespace
+
+size_t fiber_stack_bytes(int64_t measured_bytes) {
+  if (measured_bytes < 0) return kDefaultFiberStackBytes;
+  const size_t need = static_cast<size_t>(measured_bytes) + kServiceStackBytes;
+  constexpr size_t kPage = 64 * 1024;  // a multiple of every page size
+  return std::max(kDefaultFiberStackBytes, (need + kPage - 1) / kPage * kPage);
+}
 
 GroupRunner& GroupRunner::for_this_thread() {
   thread_local GroupRunner runner;
@@ -22,11 +38,33 @@ GroupRunner& GroupRunner::for_this_thread() {
 
 GroupRunner* GroupRunner::active() { return tls_active; }
 
-void GroupRunner::run(coreai_cpu_kernel_run_thread_fn run_thread, void* const* args,
-                      const coreai_cpu_group& group, LaunchState& state) {
+void GroupRunner::use_stacks(size_t count, size_t bytes) {
+  if (bytes != stack_bytes_) {
+    stacks_.clear();
+    guards_.clear();
+    stack_bytes_ = bytes;
+  }
+  while (stacks_.size() < count) {
+    stacks_.emplace_back(bytes);
+    guards_.push_back(guard_of(stacks_.back()));
+  }
+}
+
+void GroupRunner::release_large_stacks() {
+  if (stack_bytes_ > kDefaultFiberStackBytes) {
+    stacks_.clear();
+    guards_.clear();
+    stack_bytes_ = 0;
+  }
+  private_stack_.clear();
+}
+
+KernelExit GroupRunner::run(coreai_cpu_kernel_run_thread_fn run_thread, void* const* args,
+                            const coreai_cpu_group& group, LaunchState& state,
+                            size_t stack_bytes) {
   const uint32_t n = group.thread_count;
-  if (n == 0) return;
-  while (stacks_.size() < n) stacks_.emplace_back(kFiberStackBytes);
+  if (n == 0) return KernelExit::Returned;
+  use_stacks(n, stack_bytes);
   threads_.resize(n);
   const uint32_t simd_count = (n + COREAI_CPU_SIMD_WIDTH - 1) / COREAI_CPU_SIMD_WIDTH;
   simds_.resize(simd_count);
@@ -62,11 +100,48 @@ void GroupRunner::run(coreai_cpu_kernel_run_thread_fn run_thread, void* const* a
   stuck_ = false;
   current_ = 0;
 
+  KernelThread& thread = KernelThread::current();
+  thread.set_stack_guards(guards_.data(), guards_.size());
   tls_active = this;
-  fiber_switch(main_, threads_[0].context);
+  const KernelExit exit = thread.run(&GroupRunner::enter_fibers, this);
   tls_active = nullptr;
+  thread.set_stack_guards(nullptr, 0);
+  if (exit == KernelExit::Returned && stuck_) report_stuck();
+  return exit;
+}
 
-  if (stuck_) report_stuck();
+void GroupRunner::enter_fibers(void* runner) {
+  auto* self = static_cast<GroupRunner*>(runner);
+  fiber_switch(self->main_, self->threads_[0].context);
+}
+
+KernelExit GroupRunner::run_group_on_private_stack(coreai_cpu_kernel_run_group_fn run_group,
+                                                   void* const* args,
+                                                   const coreai_cpu_group& group,
+                                                   size_t stack_bytes) {
+  if (private_stack_.empty() || stack_bytes != private_stack_bytes_) {
+    private_stack_.clear();
+    private_stack_.emplace_back(stack_bytes);
+    private_stack_bytes_ = stack_bytes;
+    private_guard_ = guard_of(private_stack_.back());
+  }
+  run_group_ = run_group;
+  args_ = args;
+  group_ = &group;
+  threads_.resize(1);
+  fiber_prepare(threads_[0].context, private_stack_.back(), &GroupRunner::private_stack_main, this);
+  KernelThread& thread = KernelThread::current();
+  thread.set_stack_guards(&private_guard_, 1);
+  const KernelExit exit = thread.run(&GroupRunner::enter_fibers, this);
+  thread.set_stack_guards(nullptr, 0);
+  return exit;
+}
+
+void GroupRunner::private_stack_main(void* runner) {
+  auto* self = static_cast<GroupRunner*>(runner);
+  self->run_group_(self->args_, self->group_);
+  fiber_switch(self->threads_[0].context, self->main_);
+  __builtin_unreachable();  // never resumed
 }
 
 void GroupRunner::fiber_main(void* runner) {

@@ -11,14 +11,26 @@
 // launch reports it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "cpu/fiber.h"
+#include "cpu/kernel_guard.h"
 #include "cpu/launch_state.h"
 #include "msl/coreai_msl/cpu_abi.h"
 
 namespace coreai_torch::cpu {
+
+// A fiber's stack: 256 KiB of address space, or more when the compiler
+// measured more for the kernel's frames (`measured_bytes`, -1 if unknown),
+// plus room for the launcher's services that kernel code calls. Pages cost
+// memory only once touched.
+size_t fiber_stack_bytes(int64_t measured_bytes);
+
+// Address space the stacks of one threadgroup may take (threads x stack):
+// a launch that needs more is refused.
+constexpr size_t kGroupStackBudgetBytes = size_t{4} << 30;
 
 class GroupRunner {
  public:
@@ -28,8 +40,22 @@ class GroupRunner {
   // (loop mode, or outside a launch).
   static GroupRunner* active();
 
-  void run(coreai_cpu_kernel_run_thread_fn run_thread, void* const* args,
-           const coreai_cpu_group& group, LaunchState& state);
+  // Runs every thread of `group` on fibers of `stack_bytes` each. Returns how
+  // kernel code ended: anything but Returned means the group was abandoned
+  // (the fibers are never resumed; current_position() names the thread).
+  KernelExit run(coreai_cpu_kernel_run_thread_fn run_thread, void* const* args,
+                 const coreai_cpu_group& group, LaunchState& state, size_t stack_bytes);
+
+  // Loop mode for a kernel whose frames do not fit on the OS thread's stack:
+  // runs the group loop on a private stack of `stack_bytes`.
+  KernelExit run_group_on_private_stack(coreai_cpu_kernel_run_group_fn run_group,
+                                        void* const* args, const coreai_cpu_group& group,
+                                        size_t stack_bytes);
+
+  // Unmaps stacks larger than the default (a kernel with large local arrays
+  // may have touched all of them); called when a launch's work on this OS
+  // thread ends.
+  void release_large_stacks();
 
   // Called from kernel code through the coreai_cpu_runtime table.
   void threadgroup_barrier();
@@ -59,6 +85,9 @@ class GroupRunner {
   };
 
   static void fiber_main(void* runner);
+  static void enter_fibers(void* runner);
+  static void private_stack_main(void* runner);
+  void use_stacks(size_t count, size_t bytes);
   void run_current_thread();
   [[noreturn]] void finish_current_thread();
   // Suspends the current thread (already marked as waiting) and resumes the next runnable one.
@@ -70,6 +99,12 @@ class GroupRunner {
   void report_stuck();
 
   std::vector<FiberStack> stacks_;
+  size_t stack_bytes_ = 0;           // size of every stack in stacks_
+  std::vector<GuardRange> guards_;   // their guard pages, for the fault handler
+  std::vector<FiberStack> private_stack_;  // loop mode on a private stack: 0 or 1
+  size_t private_stack_bytes_ = 0;
+  GuardRange private_guard_;
+  coreai_cpu_kernel_run_group_fn run_group_ = nullptr;
   std::vector<Thread> threads_;
   std::vector<SimdGroup> simds_;
   FiberContext main_;

@@ -23,8 +23,11 @@
 #include <utility>
 
 #include "cpu/compiler.h"
+#include "cpu/disk_cache.h"
+#include "cpu/kernel_guard.h"
 #include "cpu/sha256.h"
 #include "cpu/source_scan.h"
+#include "cpu/stack_usage.h"
 #include "cpu/subprocess.h"
 
 namespace coreai_torch::cpu {
@@ -221,7 +224,8 @@ struct LoadResult {
   std::string error;
 };
 
-LoadResult load_library(const std::string& path, const KernelRecord& record) {
+LoadResult load_library(const std::string& path, const KernelRecord& record,
+                        const StackNeeds& stack) {
   LoadResult out;
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
@@ -240,15 +244,18 @@ LoadResult load_library(const std::string& path, const KernelRecord& record) {
       dlsym(handle, "coreai_cpu_kernel_run_thread"));
   if (!abi || !init || !lib.run_group || !lib.run_thread) {
     out.error = path + " lacks the coreai_cpu_kernel_* entry points";
-    return out;
-  }
-  if (abi() != COREAI_CPU_ABI_VERSION) {
+  } else if (abi() != COREAI_CPU_ABI_VERSION) {
     out.error = path + " was built for kernel ABI " + std::to_string(abi()) + ", not " +
                 std::to_string(COREAI_CPU_ABI_VERSION);
+  }
+  if (!out.error.empty()) {
+    // Unloaded, so that the library built in its place is not mistaken for it.
+    dlclose(handle);
     return out;
   }
   init(&runtime_table());
   lib.fibers = needs_fibers(record.source);
+  lib.stack = stack;
   lib.path = path;
   out.library.emplace(std::move(lib));
   return out;
@@ -269,14 +276,54 @@ std::string unique_suffix() {
          std::to_string(entropy());
 }
 
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  return contents.str();
+}
+
+// A cached library that is intact and loads; nullopt when it must be built
+// (missing, damaged, or rejected once loaded).
+std::optional<KernelLibrary> load_cached(const std::string& so_path, const KernelRecord& record) {
+  if (!is_file(so_path)) return std::nullopt;
+  std::string why;  // not shown: a damaged file is simply built again
+  const std::optional<StackNeeds> stack = check_sealed_library(so_path, why);
+  if (!stack) return std::nullopt;  // truncated or damaged: never loaded
+  LoadResult cached = load_library(so_path, record, *stack);
+  if (!cached.library) return std::nullopt;
+  note_library_in_use(so_path);
+  return std::move(cached.library);
+}
+
+// Why a compiler run that did not succeed failed, for messages.
+std::string describe_failed_run(const ProcessResult& run, const std::string& program) {
+  if (run.timed_out) {
+    return "the compiler (" + program + ") did not finish within " +
+           std::to_string(static_cast<int64_t>(compile_timeout_seconds())) +
+           " s and was stopped. Set COREAI_TORCH_COMPILE_TIMEOUT to a larger number of "
+           "seconds if the kernel needs longer";
+  }
+  if (run.term_signal != 0) {
+    return "the compiler (" + program + ") was killed by signal " +
+           std::to_string(run.term_signal) + " (" + strsignal(run.term_signal) + ")";
+  }
+  return "the compiler (" + program + ") failed (exit code " + std::to_string(run.exit_code) +
+         ") without reporting an error in the kernel's source (a full disk, a missing file "
+         "or a crash can do this)";
+}
+
 std::shared_ptr<const KernelLibrary> build(const KernelRecord& record) {
   const std::string dir = cache_directory();
   const std::string msl = msl_directory();
+  cache_limit_bytes();  // a bad COREAI_TORCH_CACHE_MAX_BYTES is refused before compiling
   const Compiler& compiler = find_compiler(record.name, dir);
   const bool debug = (record.options & kOptionDebug) != 0;
 
   std::vector<std::string> flags = kernel_compile_flags();
-  if (debug) flags.push_back("-DCOREAI_MSL_DEBUG=1");
+  if (debug) {
+    flags.insert(flags.end(), debug_compile_flags().begin(), debug_compile_flags().end());
+  }
   const std::string tu = translation_unit(record);
 
   Sha256 key_hash;
@@ -289,49 +336,80 @@ std::shared_ptr<const KernelLibrary> build(const KernelRecord& record) {
   const std::string key = key_hash.hex_digest();
   const std::string so_path = dir + "/" + key + ".so";
 
-  if (is_file(so_path)) {
-    LoadResult cached = load_library(so_path, record);
-    if (cached.library) {
-      ++g_disk_hits;
-      return std::make_shared<KernelLibrary>(std::move(*cached.library));
-    }
-    // Unloadable (e.g. written by an older build): compile it again below.
+  if (std::optional<KernelLibrary> cached = load_cached(so_path, record)) {
+    ++g_disk_hits;
+    return std::make_shared<KernelLibrary>(std::move(*cached));
   }
 
   // Compile under private temporary names, then rename: a concurrent process
-  // compiling the same kernel renames an identical file over it, and nobody
-  // ever opens a half-written library.
+  // compiling the same kernel renames an equivalent file over it, and nobody
+  // ever opens a half-written library. The new library is loaded from its
+  // temporary name, before the rename: a path this process never loaded, so
+  // the loader cannot hand back a library it loaded earlier from `so_path`.
   const std::string stem = dir + "/.tmp-" + key.substr(0, 16) + "-" + unique_suffix();
   const std::string tmp_cpp = stem + ".cpp";
   const std::string tmp_so = stem + ".so";
+  const std::string tmp_su = stem + ".su";  // -fstack-usage writes it beside the output
+  auto remove_temporaries = [&] {
+    std::remove(tmp_cpp.c_str());
+    std::remove(tmp_so.c_str());
+    std::remove(tmp_su.c_str());
+  };
   write_private_file(tmp_cpp, tu);
   std::vector<std::string> argv{compiler.program};
   argv.insert(argv.end(), flags.begin(), flags.end());
-  argv.insert(argv.end(), {"-I", msl, "-o", tmp_so, "-x", "c++", tmp_cpp});
+  argv.insert(argv.end(), {"-fstack-usage", "-I", msl, "-o", tmp_so, "-x", "c++", tmp_cpp});
   ++g_compiles;
-  const ProcessResult result = run_process(argv);
+  const ProcessResult result = run_process(argv, compiler_limits());
+  if (result.stopped) {
+    remove_temporaries();
+    throw_interrupted("kernel '" + record.name + "': compiling was interrupted (SIGINT)");
+  }
   if (!result.started || result.exit_code != 0) {
-    std::remove(tmp_cpp.c_str());
-    std::remove(tmp_so.c_str());
+    remove_temporaries();
     if (!result.started) {
       TORCH_CHECK(false, "kernel '", record.name, "': cannot run the compiler ", compiler.program,
                   ": ", result.error);
     }
-    TORCH_CHECK(false, compile_error(record, result.output));
+    // Only an error the compiler found in the source is a MetalCompileError
+    // (remembered for the process); anything else is raised as it is and the
+    // next call compiles again.
+    if (!result.timed_out && result.term_signal == 0 && reports_source_error(result.output)) {
+      TORCH_CHECK(false, compile_error(record, result.output));
+    }
+    TORCH_CHECK(false, "kernel '", record.name, "': ",
+                describe_failed_run(result, compiler.program),
+                ". Nothing was cached: the next call compiles again.",
+                result.output.empty() ? "" : "\nCompiler output:\n", result.output);
   }
+  // No .su file (a compiler without -fstack-usage): the needs stay unknown.
+  const std::string su_text = read_file(tmp_su);
+  const StackNeeds stack =
+      su_text.empty() ? StackNeeds{} : measure_stack_needs(su_text, record.entry);
+  std::remove(tmp_su.c_str());
   chmod(tmp_so.c_str(), 0600);
+  std::string seal_error;
+  if (!seal_library(tmp_so, stack, seal_error)) {
+    remove_temporaries();
+    TORCH_CHECK(false, "kernel '", record.name, "': cannot store the compiled kernel in ", dir,
+                ": ", seal_error);
+  }
+  LoadResult loaded = load_library(tmp_so, record, stack);
+  if (!loaded.library) {
+    remove_temporaries();
+    TORCH_CHECK(false, "kernel '", record.name, "': cannot load the compiled kernel: ",
+                loaded.error);
+  }
   const std::string cpp_path = dir + "/" + key + ".cpp";  // kept to read what was compiled
   if (std::rename(tmp_so.c_str(), so_path.c_str()) != 0 ||
       std::rename(tmp_cpp.c_str(), cpp_path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(tmp_cpp.c_str());
-    std::remove(tmp_so.c_str());
-    TORCH_CHECK(false, "kernel '", record.name, "': cannot store the compiled kernel in ", dir,
-                ": ", why);
+    // Loaded already: only the disk cache misses out.
+    remove_temporaries();
+  } else {
+    loaded.library->path = so_path;
+    note_library_in_use(so_path);
+    evict_least_recently_used(dir);
   }
-  LoadResult loaded = load_library(so_path, record);
-  TORCH_CHECK(loaded.library, "kernel '", record.name, "': cannot load the compiled kernel ",
-              so_path, ": ", loaded.error);
   return std::make_shared<KernelLibrary>(std::move(*loaded.library));
 }
 
@@ -355,6 +433,7 @@ KernelLibrary::KernelLibrary(KernelLibrary&& other) noexcept
     : run_group(other.run_group),
       run_thread(other.run_thread),
       fibers(other.fibers),
+      stack(other.stack),
       path(std::move(other.path)),
       handle(std::exchange(other.handle, nullptr)) {}
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "coreai_torch.h"
+#include "cpu/disk_cache.h"
 #include "msl/coreai_msl/cpu_abi.h"
 
 namespace coreai_torch::cpu {
@@ -23,13 +24,16 @@ struct KernelLibrary {
   coreai_cpu_kernel_run_group_fn run_group = nullptr;
   coreai_cpu_kernel_run_thread_fn run_thread = nullptr;
   bool fibers = false;      // the body synchronises threads: run it in fiber mode
+  StackNeeds stack;         // stack its code needs, measured when it was compiled
   std::string path;         // the cached shared library
   void* handle = nullptr;   // dlopen's handle, closed by the destructor
 };
 
 // The library of `record`, compiled or loaded on its first launch; later calls
 // read the record's slot. Throws c10::Error "MetalCompileError: ..." when the
-// source does not compile (again on every later call, without recompiling).
+// source does not compile (again on every later call, without recompiling); any
+// other failure (the compiler killed, timed out or failing without a diagnostic
+// about the source, a full disk) is thrown as is and retried on the next call.
 const KernelLibrary& kernel_library(const KernelRecord& record);
 
 // The path of the library loaded for `record`; empty before its first launch.

@@ -26,6 +26,15 @@ class LaunchState {
   // The report: the first problem, plus how many more there were.
   std::string report() const;
 
+  // Kernel code was abandoned (a fault, or SIGINT when `interrupted`): the
+  // launch's threads start no further threadgroups.
+  void stop(bool interrupted) {
+    if (interrupted) interrupted_.store(true, std::memory_order_relaxed);
+    stopped_.store(true, std::memory_order_relaxed);
+  }
+  bool stopped() const { return stopped_.load(std::memory_order_relaxed); }
+  bool interrupted() const { return interrupted_.load(std::memory_order_relaxed); }
+
   // Debug mode: a tensor view was indexed outside its extents.
   void out_of_bounds(const void* base, uint32_t rank, const int64_t* index, const int32_t* extents,
                      const uint32_t* thread_position);
@@ -40,6 +49,8 @@ class LaunchState {
   std::string kernel_;
   std::vector<std::pair<const void*, std::string>> tensors_;
   std::atomic<bool> failed_{false};
+  std::atomic<bool> stopped_{false};
+  std::atomic<bool> interrupted_{false};
   mutable std::mutex mutex_;
   std::string first_;
   int64_t more_ = 0;

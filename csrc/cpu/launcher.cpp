@@ -5,10 +5,13 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cinttypes>
+#include <cstdio>
 #include <sstream>
 
 #include "cpu/group_runner.h"
 #include "cpu/jit.h"
+#include "cpu/kernel_guard.h"
 #include "cpu/launch_state.h"
 #include "launch_args.h"
 
@@ -19,6 +22,7 @@ namespace {
 // ---- services for kernel code (cpu_abi.h) ---------------------------------
 
 void report_loop_mode_call(const char* what) {
+  KernelThread::Shield shield;  // allocates: see kernel_guard.h
   if (LaunchState* state = LaunchState::current()) {
     state->fail("kernel '" + state->kernel() + "' called " + what +
                 ", but the CPU backend ran it in loop mode: it found no call to a barrier, "
@@ -54,6 +58,7 @@ coreai_cpu_simd_view rt_simd_exchange(const void* value, uint32_t size) {
 
 void rt_report_out_of_bounds(const void* base, uint32_t rank, const int64_t* index,
                              const int32_t* extents, const uint32_t* thread_position) {
+  KernelThread::Shield shield;
   LaunchState* state = LaunchState::current();
   if (state == nullptr) return;
   uint32_t position[3] = {thread_position[0], thread_position[1], thread_position[2]};
@@ -62,16 +67,118 @@ void rt_report_out_of_bounds(const void* base, uint32_t rank, const int64_t* ind
   state->out_of_bounds(base, rank, index, extents, position);
 }
 
+// What the CPU backend computes where a GPU's result is undefined (x86_division.h).
+constexpr const char* kDivisionResults =
+    "A GPU does not trap on it and Metal leaves the result undefined; outside debug mode the "
+    "CPU backend computes x / 0 = 0, x % 0 = x, INT_MIN / -1 = INT_MIN and INT_MIN % -1 = 0.";
+
+void rt_report_division(uint32_t overflow, const char* file, uint32_t line, uint32_t column,
+                        const char* type, uint64_t lhs, uint64_t rhs, uint32_t is_signed,
+                        const uint32_t* thread_position) {
+  KernelThread::Shield shield;
+#if defined(__x86_64__)
+  // x86-64 traps on this division right after the report; the launcher
+  // completes it (the launch fails on the report anyway).
+  KernelThread::current().expect_division_fault();
+#endif
+  LaunchState* state = LaunchState::current();
+  if (state == nullptr) return;
+  uint32_t position[3] = {thread_position[0], thread_position[1], thread_position[2]};
+  if (GroupRunner* runner = GroupRunner::active()) runner->current_position(position);
+  auto value = [&](uint64_t v) {
+    return is_signed ? std::to_string(static_cast<int64_t>(v)) : std::to_string(v);
+  };
+  std::ostringstream msg;
+  msg << "kernel '" << state->kernel() << "': integer division or remainder "
+      << (overflow ? "overflow" : "by zero") << " at " << file << ":" << line << ":" << column
+      << " (" << value(lhs) << " by " << value(rhs) << ", type " << type
+      << ") by the thread at thread_position_in_grid (" << position[0] << ", " << position[1]
+      << ", " << position[2] << "). " << kDivisionResults;
+  state->fail(msg.str());
+}
+
 // ---- dispatch ------------------------------------------------------------
 
-uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+// In 64 bits: a grid of up to 2^32 - 1 threads must not wrap.
+uint32_t ceil_div(uint32_t a, uint32_t b) {
+  return static_cast<uint32_t>((uint64_t{a} + b - 1) / b);
+}
+
+// Loop mode runs a group with frames up to this size on the OS thread's stack
+// without asking how much of it is left (an OS thread has megabytes, and
+// finding its bounds can cost a read of /proc/self/maps); an overflow would
+// still be caught.
+constexpr int64_t kSmallFrameBytes = 64 * 1024;
+
+// One call of a loop-mode group, as kernel code for KernelThread::run.
+struct GroupCall {
+  coreai_cpu_kernel_run_group_fn run_group;
+  void* const* args;
+  const coreai_cpu_group* group;
+  static void invoke(void* self) {
+    const auto* call = static_cast<const GroupCall*>(self);
+    call->run_group(call->args, call->group);
+  }
+};
+
+std::string kib(size_t bytes) { return std::to_string((bytes + 1023) / 1024) + " KiB"; }
+
+std::string measured(int64_t need) {
+  return need < 0 ? std::string("the compiler could not measure its frames (alloca or a "
+                                "variable-length array)")
+                  : "the compiler measured up to " + kib(static_cast<size_t>(need)) +
+                        " of frames";
+}
+
+// The message for kernel code that a fault abandoned.
+std::string describe_fault(KernelExit exit, const std::string& kernel, uintptr_t address,
+                           const coreai_cpu_group& g, const GroupRunner* fiber_runner,
+                           size_t stack_bytes, int64_t need) {
+  std::ostringstream msg;
+  msg << "kernel '" << kernel << "': ";
+  std::ostringstream where;
+  where << "threadgroup (" << g.position[0] << ", " << g.position[1] << ", " << g.position[2]
+        << ")";
+  if (fiber_runner != nullptr) {
+    uint32_t p[3];
+    fiber_runner->current_position(p);
+    where << ", the thread at thread_position_in_grid (" << p[0] << ", " << p[1] << ", " << p[2]
+          << ")";
+  }
+  char hex[32];
+  std::snprintf(hex, sizeof(hex), "0x%" PRIxPTR, address);
+  switch (exit) {
+    case KernelExit::StackOverflow:
+      msg << "a thread overflowed its stack (" << where.str() << "): the stack holds "
+          << (stack_bytes ? kib(stack_bytes) : std::string("what the OS thread had left"))
+          << " and " << measured(need)
+          << ". Large local arrays live on this stack: make them smaller, or keep them in "
+             "threadgroup or device memory.";
+      break;
+    case KernelExit::InvalidAccess:
+      msg << "invalid memory access at address " << hex << " (" << where.str()
+          << "): a pointer or an index outside every buffer. Run the kernel in debug mode "
+             "(kernel.debug = True, or COREAI_TORCH_DEBUG=1) to find the tensor and index.";
+      break;
+    case KernelExit::DivisionFault:
+      msg << "integer division or remainder by zero, or INT_MIN by -1, in a vector operation ("
+          << where.str() << "). " << kDivisionResults
+          << " (Debug mode reports scalar divisions with their source line; vector ones where "
+             "the CPU traps on them, as x86-64 does.)";
+      break;
+    default:
+      break;
+  }
+  msg << " The launch was abandoned; its results are incomplete.";
+  return msg.str();
+}
 
 // Runs every threadgroup once. Groups are independent (Metal guarantees no
 // order between them), so they are spread over torch's intra-op threads; the
 // threads of one group always run on one OS thread, which is what makes
 // `static thread_local` threadgroup memory private to the running group.
 void run_groups(const KernelLibrary& lib, void* const* ptrs, const LaunchArgs& args,
-                LaunchState& state) {
+                LaunchState& state, const LaunchScope& scope) {
   coreai_cpu_group proto{};
   proto.meta_count = static_cast<uint32_t>(args.meta.size());
   int64_t total = 1;
@@ -87,11 +194,43 @@ void run_groups(const KernelLibrary& lib, void* const* ptrs, const LaunchArgs& a
   // Loop mode: enough threads per task to amortise scheduling; fiber mode:
   // a group is already a sizeable unit of work.
   const int64_t grain = lib.fibers ? 1 : std::max<int64_t>(1, 32768 / threads_per_group);
+  const size_t fiber_stack = fiber_stack_bytes(lib.stack.thread_bytes);
+  // Loop mode runs on the OS thread's own stack when it has room for the
+  // kernel's frames, else on a private stack of this size.
+  const size_t loop_stack = fiber_stack_bytes(lib.stack.group_bytes);
 
   at::parallel_for(0, total, grain, [&](int64_t begin, int64_t end) {
     CurrentLaunch current(&state);
+    // Worker threads join the launch for this chunk; the launching thread
+    // took part from the start.
+    const bool launching_thread = LaunchScope::current() == &scope;
+    KernelThread& thread = launching_thread ? scope.thread() : KernelThread::current();
+    struct Joined {
+      KernelThread& thread;
+      const bool joined;
+      ~Joined() {
+        if (joined) thread.leave();
+      }
+    } joined{thread, !launching_thread};
+    if (joined.joined) thread.join(scope.generation(), scope.debug());
+    const bool private_stack = !lib.fibers && lib.stack.group_bytes > kSmallFrameBytes &&
+                               thread.stack_left() < loop_stack;
+    // Only fiber mode and private stacks use the runner (and its stacks).
+    GroupRunner* const runner =
+        lib.fibers || private_stack ? &GroupRunner::for_this_thread() : nullptr;
+    struct ReleaseStacks {
+      GroupRunner* runner;
+      ~ReleaseStacks() {
+        if (runner != nullptr) runner->release_large_stacks();
+      }
+    } release_stacks{runner};
     coreai_cpu_group g = proto;
     for (int64_t linear = begin; linear < end; ++linear) {
+      if (state.stopped()) break;
+      if (scope.interrupted()) {
+        state.stop(/*interrupted=*/true);
+        break;
+      }
       int64_t rest = linear;
       for (int d = 0; d < 3; ++d) {
         g.position[d] = static_cast<uint32_t>(rest % proto.groups_per_grid[d]);
@@ -101,13 +240,47 @@ void run_groups(const KernelLibrary& lib, void* const* ptrs, const LaunchArgs& a
                              proto.grid[d] - g.position[d] * proto.dispatch_size[d]);
       }
       g.thread_count = g.size[0] * g.size[1] * g.size[2];
+      KernelExit exit;
       if (lib.fibers) {
-        GroupRunner::for_this_thread().run(lib.run_thread, ptrs, g, state);
+        exit = runner->run(lib.run_thread, ptrs, g, state, fiber_stack);
+      } else if (private_stack) {
+        exit = runner->run_group_on_private_stack(lib.run_group, ptrs, g, loop_stack);
       } else {
-        lib.run_group(ptrs, &g);
+        GroupCall call{lib.run_group, ptrs, &g};
+        exit = thread.run(&GroupCall::invoke, &call);
       }
+      if (exit == KernelExit::Returned) continue;
+      if (exit == KernelExit::Interrupted) {
+        state.stop(/*interrupted=*/true);
+        break;
+      }
+      const size_t stack_bytes = lib.fibers ? fiber_stack : private_stack ? loop_stack : 0;
+      const int64_t need = lib.fibers ? lib.stack.thread_bytes : lib.stack.group_bytes;
+      state.fail(describe_fault(exit, state.kernel(), thread.fault_address(), g,
+                                lib.fibers ? runner : nullptr, stack_bytes, need));
+      state.stop(/*interrupted=*/false);
+      break;
     }
   });
+}
+
+// Refuses a launch whose stacks cannot fit, before anything runs.
+void check_stack_budget(const KernelRecord& record, const KernelLibrary& lib,
+                        const LaunchArgs& args) {
+  const int64_t need = lib.fibers ? lib.stack.thread_bytes : lib.stack.group_bytes;
+  if (need < 0) return;
+  const size_t threads = lib.fibers ? size_t{args.group[0]} * args.group[1] * args.group[2] : 1;
+  const size_t stack = fiber_stack_bytes(need);
+  TORCH_CHECK_VALUE(
+      threads * stack <= kGroupStackBudgetBytes, "kernel '", record.name, "' needs ",
+      kib(static_cast<size_t>(need)), " of stack per ", lib.fibers ? "thread" : "threadgroup",
+      " (its stack frames, measured by the compiler; local arrays live there)",
+      lib.fibers ? ", and a threadgroup of " + std::to_string(threads) + " threads" : std::string(),
+      " would need ", (threads * stack) >> 20, " MiB of stack, more than the ",
+      kGroupStackBudgetBytes >> 20,
+      " MiB the CPU backend gives one threadgroup. Make the local arrays smaller or keep them in "
+      "threadgroup or device memory",
+      lib.fibers ? ", or use fewer threads per threadgroup." : ".");
 }
 
 // ---- debug mode: results the kernel never wrote ----------------------------
@@ -173,14 +346,18 @@ std::string describe_unwritten(const KernelRecord& record, const LaunchArgs& arg
 
 const coreai_cpu_runtime& runtime_table() {
   static const coreai_cpu_runtime table{
-      COREAI_CPU_ABI_VERSION, &rt_threadgroup_barrier, &rt_simdgroup_barrier,
-      &rt_simd_exchange,      &rt_report_out_of_bounds,
+      COREAI_CPU_ABI_VERSION,   &rt_threadgroup_barrier,  &rt_simdgroup_barrier,
+      &rt_simd_exchange,        &rt_report_out_of_bounds, &rt_report_division,
   };
   return table;
 }
 
 void run(int64_t handle, const KernelRecord& record, LaunchArgs& args) {
+  // From here on SIGINT stops the launch, its compile included.
+  const bool debug = (record.options & kOptionDebug) != 0;
+  LaunchScope scope(debug);
   const KernelLibrary& lib = kernel_library(record);
+  check_stack_budget(record, lib, args);
 
   std::vector<void*> ptrs;
   std::vector<std::pair<const void*, std::string>> tensors;
@@ -209,9 +386,17 @@ void run(int64_t handle, const KernelRecord& record, LaunchArgs& args) {
   ptrs.push_back(args.meta.data());
 
   LaunchState state(record.name, std::move(tensors));
-  if (!(record.options & kOptionDebug)) {
-    run_groups(lib, ptrs.data(), args, state);
+  auto finish = [&] {
+    if (state.interrupted()) {
+      throw_interrupted("kernel '" + record.name +
+                        "' was interrupted (SIGINT) before it finished; its results were "
+                        "discarded");
+    }
     TORCH_CHECK(!state.failed(), state.report());
+  };
+  if (!debug) {
+    run_groups(lib, ptrs.data(), args, state, scope);
+    finish();
     return;
   }
 
@@ -221,8 +406,8 @@ void run(int64_t handle, const KernelRecord& record, LaunchArgs& args) {
   std::vector<at::Tensor> unwritten[2];
   for (int pass = 0; pass < 2; ++pass) {
     poison_results(args, kPoison[pass]);
-    run_groups(lib, ptrs.data(), args, state);
-    TORCH_CHECK(!state.failed(), state.report());
+    run_groups(lib, ptrs.data(), args, state, scope);
+    finish();
     unwritten[pass] = still_poisoned(args, kPoison[pass]);
   }
   const std::string report = describe_unwritten(record, args, unwritten[0], unwritten[1]);

@@ -14,7 +14,7 @@
 
 // Version of the runtime headers (this file, coreai_msl/{tensor,sync,entry,
 // runtime,cpu_abi}.h); part of the JIT cache key along with COREAI_MSL_VERSION.
-#define COREAI_MSL_CPU_RUNTIME_VERSION 1
+#define COREAI_MSL_CPU_RUNTIME_VERSION 2
 
 #include "coreai_msl/cooperative_tensor.h"
 #include "coreai_msl/core.h"
@@ -25,6 +25,9 @@
 #include "coreai_msl/simdgroup_matrix.h"
 #include "coreai_msl/sync.h"
 #include "coreai_msl/tensor.h"
+#ifdef COREAI_MSL_DEBUG
+#include "coreai_msl/debug_checks.h"
+#endif
 
 #include "MetalPerformancePrimitives/MetalPerformancePrimitives.h"
 #include "metal_stdlib"

@@ -133,6 +133,22 @@ def test_each_thread_of_the_grid_runs_once_and_none_outside(grid, group) -> None
     torch.testing.assert_close(hits, expected, rtol=0, atol=0)
 
 
+def test_a_grid_just_under_2_32_threads_runs_its_last_threads() -> None:
+    # 2^32 - 1 threads along x in groups of 1024: the group count is rounded
+    # up in 64 bits (in 32 bits it wrapped to 0 and no thread ran). Only the
+    # last 8 threads write, so the launch is a fast loop of comparisons.
+    last = 2**32 - 1
+    k = kernel(
+        "grid_edge",
+        [],
+        [Tensor("out", torch.uint32)],
+        f"if (id >= {last - 8}u) out[id - {last - 8}u] = id;",
+        [("id", "uint", "thread_position_in_grid")],
+    )
+    (out,) = k(grid=(last, 1, 1), group=(1024, 1, 1), shapes=[[8]])
+    assert out.tolist() == list(range(last - 8, last))
+
+
 def test_empty_grid_runs_nothing() -> None:
     hits = torch.zeros(4, 9, 12, dtype=I32)
     (out,) = HITS(hits, grid=(0, 5, 5), group=(4, 4, 1), shapes=[[3]])

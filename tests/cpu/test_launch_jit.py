@@ -361,7 +361,8 @@ def test_every_msl_header_compiles_on_its_own() -> None:
         "MetalPerformancePrimitives/MetalPerformancePrimitives.h",
     ]
     headers += [
-        f"coreai_msl/{name}.h" for name in ("core", "cpu_abi", "entry", "runtime", "sync", "tensor")
+        f"coreai_msl/{name}.h"
+        for name in ("core", "cpu_abi", "debug_checks", "entry", "runtime", "sync", "tensor")
     ]
     flags = [
         "-std=c++23",

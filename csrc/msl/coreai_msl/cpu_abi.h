@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#define COREAI_CPU_ABI_VERSION 3
+#define COREAI_CPU_ABI_VERSION 4
 
 // Metal's SIMD-group width on Apple GPUs; quad-groups are 4 lanes.
 #define COREAI_CPU_SIMD_WIDTH 32
@@ -66,6 +66,13 @@ typedef struct coreai_cpu_runtime {
   // launcher knows the running thread better and ignores it).
   void (*report_out_of_bounds)(const void* base, uint32_t rank, const int64_t* index,
                                const int32_t* extents, const uint32_t* thread_position);
+  // Debug mode: an integer division or remainder at file:line:column of the
+  // kernel's source divides by zero (`overflow` 0) or is INT_MIN / -1 of its
+  // type (`overflow` 1). `type` names the type; the operands are its bits,
+  // sign-extended when `is_signed`. `thread_position` as above.
+  void (*report_division)(uint32_t overflow, const char* file, uint32_t line, uint32_t column,
+                          const char* type, uint64_t lhs, uint64_t rhs, uint32_t is_signed,
+                          const uint32_t* thread_position);
 } coreai_cpu_runtime;
 
 // Symbols every kernel library exports (see the entry shim written by the JIT).
