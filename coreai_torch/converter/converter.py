@@ -19,10 +19,12 @@ from . import dtypes
 from .decomp import prepare
 from .graph_lowering import KERNEL_NAMESPACE, GraphLowerer, UserLowering, is_lowerable
 from .kernels import kernel_lowering
-from .registry import LoweringContext, lookup
+from .lowering_context import LoweringContext
+from .registry import lookup
 from .symbolic import SymbolTable
 
-_RESERVED_NAMESPACES = ("aten", "prims", "higher_order", "coreai", "coreaix")
+# Namespaces whose ops the converter itself must lower (control flow, Core AI ops).
+_NOT_OVERRIDABLE = ("higher_order", "coreai", "coreaix")
 
 
 @dataclass
@@ -89,9 +91,9 @@ class TorchConverter:
         return self
 
     def register_torch_lowering(
-        self, op_name: str, *, allow_override: bool = False
+        self, qualified_name: str, allow_override: bool = False
     ) -> Callable[[UserLowering], UserLowering]:
-        """Decorator: lower ``op_name`` (``"namespace::op.overload"``) with a function.
+        """Decorator: lower the op ``qualified_name`` (``"namespace::op.overload"``).
 
         The function has the signature of Apple's coreai-torch,
         ``fn(values_map, node, loc) -> Value | list[Value]``: ``values_map`` maps
@@ -100,24 +102,31 @@ class TorchConverter:
         ``coreai._compiler.dialects.coreai``. An op that already has a lowering
         (built in, a registered kernel, or an earlier call) raises ``ValueError``
         unless ``allow_override=True``.
+
+        Example::
+
+            @converter.register_torch_lowering("my_lib::scaled_add", allow_override=False)
+            def lower(values_map, node, loc):
+                x, y = (values_map[a.name] for a in node.args[:2])
+                return coreai.broadcasting_add(x, y, loc=loc)
         """
-        namespace, _, rest = op_name.partition("::")
+        namespace, _, rest = qualified_name.partition("::")
         if not namespace or not rest:
             raise ValueError(
                 f"register_torch_lowering expects 'namespace::op' or 'namespace::op.overload', "
-                f"got {op_name!r}"
+                f"got {qualified_name!r}"
             )
         if not allow_override:
             if self._has_lowering(namespace, rest):
                 raise ValueError(
-                    f"{op_name!r} is already registered; pass allow_override=True to replace "
-                    "its lowering"
+                    f"{qualified_name!r} is already registered; pass allow_override=True to "
+                    "replace its lowering"
                 )
-        elif namespace in _RESERVED_NAMESPACES[2:]:
+        elif namespace in _NOT_OVERRIDABLE:
             raise ValueError(f"ops of the reserved namespace {namespace!r} cannot be overridden")
 
         def decorator(function: UserLowering) -> UserLowering:
-            self._user_lowerings[op_name] = function
+            self._user_lowerings[qualified_name] = function
             return function
 
         return decorator
@@ -327,9 +336,7 @@ def _lifted_constant(program: ExportedProgram, spec: Any, node: fx.Node) -> Valu
             f"placeholder {node.name} ({spec.kind.name} {target}) is a "
             f"{type(tensor).__name__}; only tensor constants are converted"
         )
-    tensor = tensor.detach()
-    ctx = LoweringContext(SymbolTable())
-    return ctx.constant(tensor, tensor.dtype)
+    return dtypes.constant(tensor, tensor.dtype)
 
 
 def _names(given: list[str] | None, default: list[str], what: str, entry: str) -> list[str]:

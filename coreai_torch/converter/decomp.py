@@ -7,11 +7,10 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch._ops import OpOverload
 from torch.export import ExportedProgram
 
 from . import ops  # noqa: F401  (registers the lowerings whose ops stay undecomposed)
-from .graph_lowering import all_call_nodes
+from .graph_lowering import all_call_nodes, mutates_input
 from .registry import ops_kept_in_export
 
 
@@ -46,7 +45,7 @@ def prepare(program: ExportedProgram, is_lowerable: Callable[[Any], bool]) -> Ex
     stay as they are.
     """
     nodes = all_call_nodes(program.graph_module)
-    if all(_is_functional(n.target) and is_lowerable(n.target) for n in nodes):
+    if all(not mutates_input(n.target) and is_lowerable(n.target) for n in nodes):
         return program
     return decompose(program)
 
@@ -63,8 +62,3 @@ def decompose(program: ExportedProgram) -> ExportedProgram:
             category=FutureWarning,
         )
         return program.run_decompositions(get_decomp_table())
-
-
-def _is_functional(target: Any) -> bool:
-    """In-place and out= ops must go through decomposition, which functionalizes them."""
-    return not (isinstance(target, OpOverload) and target._schema.is_mutable)

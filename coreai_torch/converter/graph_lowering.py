@@ -1,4 +1,4 @@
-"""The FX walk: lower every node of a graph at the current insertion point."""
+"""The FX walk: lower every live node of a graph at the current insertion point."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from coreai.authoring import CompileUnitScope, DebugInfo, FileInfo
 from torch._ops import HigherOrderOperator, OpOverload
 
 from . import dtypes, ops  # noqa: F401  (importing ops registers the built-in lowerings)
-from .errors import UnsupportedOpsError, describe_target, lowering_context, source_line
-from .registry import LoweringContext, lookup
+from .errors import UnsupportedOpsError, lowering_context, source_line
+from .lowering_context import LoweringContext
+from .registry import lookup
 
 KERNEL_NAMESPACE = "coreai_metal_kernels"
 
@@ -25,7 +26,7 @@ UserLowering = Callable[[dict[str, Any], fx.Node, Location], Any]
 KernelLowering = Callable[[LoweringContext, fx.Node], Any]
 
 
-def qualified_names(target: Any) -> list[str]:
+def _qualified_names(target: Any) -> list[str]:
     """The names a user may register a lowering under: ``ns::op.overload``, ``ns::op``."""
     if isinstance(target, OpOverload):
         full = target.name()
@@ -42,7 +43,7 @@ def kernel_name(target: Any) -> str | None:
 
 
 def user_lowering(user_lowerings: dict[str, UserLowering], target: Any) -> UserLowering | None:
-    for name in qualified_names(target):
+    for name in _qualified_names(target):
         if name in user_lowerings:
             return user_lowerings[name]
     return None
@@ -72,12 +73,6 @@ class GraphLowerer:
 
     # -- checks before any IR is built ---------------------------------------
 
-    def _user_lowering(self, target: Any) -> UserLowering | None:
-        return user_lowering(self.user_lowerings, target)
-
-    def is_lowerable(self, target: Any) -> bool:
-        return is_lowerable(target, self.user_lowerings)
-
     def check(self, graph_module: fx.GraphModule) -> None:
         """Raise before conversion: unregistered kernels, then every unsupported op."""
         missing_kernels: dict[str, fx.Node] = {}
@@ -85,9 +80,9 @@ class GraphLowerer:
         for node in all_call_nodes(graph_module):
             name = kernel_name(node.target)
             if name is not None and name not in self.kernel_lowerings:
-                if self._user_lowering(node.target) is None:
+                if user_lowering(self.user_lowerings, node.target) is None:
                     missing_kernels.setdefault(name, node)
-            elif not self.is_lowerable(node.target):
+            elif not is_lowerable(node.target, self.user_lowerings):
                 unsupported.append(node)
         if missing_kernels:
             details = "; ".join(
@@ -105,14 +100,15 @@ class GraphLowerer:
     # -- lowering --------------------------------------------------------------
 
     def lower_nodes(self, graph_module: fx.GraphModule, ctx: LoweringContext) -> list[Any]:
-        """Lower every call node; placeholders must already be in ``ctx.values``.
+        """Lower every live call node; placeholders must already be in ``ctx.values``.
 
         Returns the graph's output arguments resolved to values.
         """
         ctx.lower_subgraph = lambda gm, inputs: self.lower_subgraph(gm, inputs, ctx)
+        live = live_nodes(graph_module.graph)
         outputs: list[Any] = []
         for node in graph_module.graph.nodes:
-            if node.op == "call_function":
+            if node.op == "call_function" and node in live:
                 self._lower_node(node, ctx)
             elif node.op == "output":
                 outputs = [self._output_value(arg, ctx) for arg in _flat(node.args[0])]
@@ -140,8 +136,7 @@ class GraphLowerer:
         )
 
     def _lower_node(self, node: fx.Node, ctx: LoweringContext) -> None:
-        ctx.node = node
-        ctx.loc = node_location(node)
+        ctx.begin(node, node_location(node))
         try:
             with ctx.loc:
                 result = self._dispatch(node, ctx)
@@ -162,16 +157,13 @@ class GraphLowerer:
         if target is operator.getitem:
             source, index = node.args
             return ctx.values[source.name][index]
-        user = self._user_lowering(target)
+        user = user_lowering(self.user_lowerings, target)
         if user is not None:
             return user(ctx.values, node, ctx.loc)
         name = kernel_name(target)
         if name is not None:
             return self.kernel_lowerings[name](ctx, node)
-        lowering = lookup(target)
-        if lowering is None:  # check() ran first, so this is a converter bug
-            raise UnsupportedOpsError([node])
-        return lowering(ctx, node)
+        return lookup(target)(ctx, node)  # check() made sure there is one
 
 
 def node_location(node: fx.Node) -> Location:
@@ -232,11 +224,39 @@ def _flat(args: Any) -> list[Any]:
     return [args]
 
 
+def live_nodes(graph: fx.Graph) -> set[fx.Node]:
+    """The nodes the graph's outputs depend on.
+
+    Everything else is dropped from the converted program: a converted program
+    has no side effects, so a call whose results are all unused (a kernel call
+    included) computes nothing the program returns. Run-time assertions that
+    ``torch.export`` inserts are dropped with them; the exporter already
+    checked the shapes they guard.
+    """
+    # An op that mutates an input is kept whatever its users: the program it is
+    # in gets decomposed, which turns the mutation into a value (decomp.py).
+    pending = [n for n in graph.nodes if n.op == "output" or mutates_input(n.target)]
+    live: set[fx.Node] = set()
+    while pending:
+        node = pending.pop()
+        if node in live:
+            continue
+        live.add(node)
+        pending.extend(node.all_input_nodes)
+    return live
+
+
+def mutates_input(target: Any) -> bool:
+    """In-place and ``out=`` ops: their schema marks an argument as written."""
+    return isinstance(target, OpOverload) and target._schema.is_mutable
+
+
 def all_call_nodes(graph_module: fx.GraphModule) -> list[fx.Node]:
-    """Call nodes of a graph and of the sub-graphs its higher-order ops use."""
+    """Live call nodes of a graph and of the sub-graphs its higher-order ops use."""
     nodes: list[fx.Node] = []
+    live = live_nodes(graph_module.graph)
     for node in graph_module.graph.nodes:
-        if node.op != "call_function":
+        if node.op != "call_function" or node not in live:
             continue
         nodes.append(node)
         if isinstance(node.target, HigherOrderOperator):
@@ -246,13 +266,3 @@ def all_call_nodes(graph_module: fx.GraphModule) -> list[fx.Node]:
                     if isinstance(sub, fx.GraphModule):
                         nodes.extend(all_call_nodes(sub))
     return nodes
-
-
-__all__ = [
-    "GraphLowerer",
-    "all_call_nodes",
-    "describe_target",
-    "is_lowerable",
-    "kernel_name",
-    "qualified_names",
-]

@@ -9,7 +9,12 @@ import torch
 import torch.fx as fx
 from coreai._compiler.ir import Value
 
-from ..registry import LoweringContext, normalize_dim
+from ..lowering_context import LoweringContext
+
+
+def normalize_dim(dim: int, rank: int) -> int:
+    """A torch dimension index (possibly negative) as 0..rank-1."""
+    return dim + rank if dim < 0 else dim
 
 
 def _meta_like(ctx: LoweringContext, arg: Any) -> Any:

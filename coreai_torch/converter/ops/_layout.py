@@ -17,14 +17,8 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import RankedTensorType, ShapedType, Value
 
-from ..registry import LoweringContext
-
-
-def arg(node: fx.Node, index: int, name: str, default: Any = None) -> Any:
-    """Argument ``index`` of ``node``, passed positionally or as keyword ``name``."""
-    if len(node.args) > index:
-        return node.args[index]
-    return node.kwargs.get(name, default)
+from .. import dtypes
+from ..lowering_context import LoweringContext
 
 
 def u32(values: Sequence[int] | int) -> np.ndarray:
@@ -68,15 +62,10 @@ def broadcast(ctx: LoweringContext, value: Value, sizes: Sequence[Any]) -> Value
     return coreai.broadcast_to(value, ctx.shape_tensor(list(sizes)))
 
 
-def scalar(ctx: LoweringContext, number: float | int | bool, dtype: torch.dtype) -> Value:
-    """A 0-d constant that broadcasts against tensors of ``dtype``."""
-    return ctx.constant(number, dtype)
-
-
 def mul_scalar(ctx: LoweringContext, value: Value, number: float, dtype: torch.dtype) -> Value:
     if number == 1:
         return value
-    return coreai.broadcasting_mul(value, scalar(ctx, number, dtype))
+    return coreai.broadcasting_mul(value, ctx.constant(number, dtype))
 
 
 def channel_vector(ctx: LoweringContext, value: Value, spatial_rank: int) -> Value:
@@ -84,10 +73,10 @@ def channel_vector(ctx: LoweringContext, value: Value, spatial_rank: int) -> Val
     return reshape(ctx, value, [-1, *([1] * spatial_rank)])
 
 
-def tensor_type(ctx: LoweringContext, sizes: Sequence[Any], dtype: torch.dtype) -> RankedTensorType:
+def tensor_type(sizes: Sequence[Any], dtype: torch.dtype) -> RankedTensorType:
     """The IR type of a tensor with ``sizes`` (symbolic ones become dynamic dims)."""
     dims = [int(s) if isinstance(s, int) else ShapedType.get_dynamic_size() for s in sizes]
-    return RankedTensorType.get(dims, ctx.element_type(dtype))
+    return RankedTensorType.get(dims, dtypes.element_type(dtype))
 
 
 def static_sizes(ctx: LoweringContext, arg_or_fake: Any, what: str) -> list[int]:

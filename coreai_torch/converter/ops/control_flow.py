@@ -7,12 +7,14 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import RankedTensorType, Value
 
-from ..registry import LoweringContext, register_lowering
+from ..lowering_context import LoweringContext
+from ..registry import register_lowering
 
 
 @register_lowering(torch.ops.higher_order.cond)
 def cond(ctx: LoweringContext, node: fx.Node) -> list[Value]:
-    predicate, true_branch, false_branch, operands = node.args
+    predicate, operands = ctx.arg("pred"), ctx.arg("operands")
+    true_branch, false_branch = ctx.arg("true_fn"), ctx.arg("false_fn")
     condition = ctx.value(predicate)
     if condition.type.rank != 0:
         condition = coreai.reshape(condition, [])

@@ -13,8 +13,9 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Value
 
-from ..registry import LoweringContext, register_lowering
-from ._layout import arg, mul_scalar, rank, squeeze, swap_last_two, unsqueeze
+from ..lowering_context import LoweringContext
+from ..registry import register_lowering
+from ._layout import mul_scalar, rank, squeeze, swap_last_two, unsqueeze
 
 aten = torch.ops.aten
 
@@ -61,41 +62,42 @@ def _add_scaled(
 @register_lowering(aten.mm.default, aten.bmm.default)
 def lower_mm(ctx: LoweringContext, node: fx.Node) -> Value:
     dtype = ctx.result_dtype()
-    return coreai.batch_matmul(ctx.value(node.args[0], dtype), ctx.value(node.args[1], dtype))
+    return coreai.batch_matmul(ctx.value(ctx.arg("self"), dtype), ctx.value(ctx.arg("mat2"), dtype))
 
 
 @register_lowering(aten.matmul.default, keep_in_export=True)
 def lower_matmul(ctx: LoweringContext, node: fx.Node) -> Value:
     dtype = ctx.result_dtype()
-    return matmul(ctx.value(node.args[0], dtype), ctx.value(node.args[1], dtype))
+    return matmul(ctx.value(ctx.arg("self"), dtype), ctx.value(ctx.arg("other"), dtype))
 
 
 @register_lowering(aten.linear.default, keep_in_export=True)
 def lower_linear(ctx: LoweringContext, node: fx.Node) -> Value:
     dtype = ctx.result_dtype()
-    x = ctx.value(node.args[0], dtype)
-    weight = ctx.value(node.args[1], dtype)
+    x = ctx.value(ctx.arg("input"), dtype)
+    weight = ctx.value(ctx.arg("weight"), dtype)
     weight_t = swap_last_two(weight) if rank(weight) == 2 else weight
     out = matmul(x, weight_t)
-    bias = arg(node, 2, "bias")
+    bias = ctx.arg("bias")
     if bias is None:
         return out
     return coreai.broadcasting_add(out, ctx.value(bias, dtype))
 
 
+def _add_product(ctx: LoweringContext, first: str, second: str) -> Value:
+    """``beta * self + alpha * (first @ second)``: the addmm family."""
+    dtype = ctx.result_dtype()
+    product = coreai.batch_matmul(
+        ctx.value(ctx.arg(first), dtype), ctx.value(ctx.arg(second), dtype)
+    )
+    return _add_scaled(ctx, product, ctx.arg("self"), ctx.arg("alpha"), ctx.arg("beta"), dtype)
+
+
 @register_lowering(aten.addmm.default)
 def lower_addmm(ctx: LoweringContext, node: fx.Node) -> Value:
-    dtype = ctx.result_dtype()
-    product = coreai.batch_matmul(ctx.value(node.args[1], dtype), ctx.value(node.args[2], dtype))
-    beta = arg(node, 3, "beta", 1)
-    alpha = arg(node, 4, "alpha", 1)
-    return _add_scaled(ctx, product, node.args[0], alpha, beta, dtype)
+    return _add_product(ctx, "mat1", "mat2")
 
 
 @register_lowering(aten.baddbmm.default, keep_in_export=True)
 def lower_baddbmm(ctx: LoweringContext, node: fx.Node) -> Value:
-    dtype = ctx.result_dtype()
-    product = coreai.batch_matmul(ctx.value(node.args[1], dtype), ctx.value(node.args[2], dtype))
-    beta = arg(node, 3, "beta", 1)
-    alpha = arg(node, 4, "alpha", 1)
-    return _add_scaled(ctx, product, node.args[0], alpha, beta, dtype)
+    return _add_product(ctx, "batch1", "batch2")

@@ -20,8 +20,9 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Value
 
-from ..registry import LoweringContext, register_lowering
-from ._layout import arg, i32, rank, squeeze, static_sizes, tensor_type, u32, unsqueeze
+from ..lowering_context import LoweringContext
+from ..registry import register_lowering
+from ._layout import i32, rank, squeeze, static_sizes, tensor_type, u32, unsqueeze
 
 aten = torch.ops.aten
 
@@ -36,12 +37,12 @@ def _pair(values: Sequence[int] | int | None, default: list[int] | None = None) 
 class _Window:
     """Kernel, stride, padding and dilation of a 2-D pooling, per spatial dim."""
 
-    def __init__(self, node: fx.Node, kernel: Any, stride: Any, padding: Any, dilation: Any):
+    def __init__(self, kernel: Any, stride: Any, padding: Any, dilation: Any):
         self.kernel = _pair(kernel)
+        # An empty stride means the kernel size.
         self.stride = _pair(stride, self.kernel)
         self.padding = _pair(padding, [0, 0])
         self.dilation = _pair(dilation, [1, 1])
-        self.node = node
 
     def far_padding(self, in_sizes: list[Any], out_sizes: list[Any]) -> list[int]:
         """Padding after each spatial dim so that floor mode yields ``out_sizes``."""
@@ -82,15 +83,11 @@ def _lowest(dtype: torch.dtype) -> float | int:
 
 
 def _max_pool(ctx: LoweringContext, node: fx.Node) -> Value:
-    x_arg = node.args[0]
+    x_arg = ctx.arg("self")
     window = _Window(
-        node,
-        node.args[1],
-        arg(node, 2, "stride"),
-        arg(node, 3, "padding", 0),
-        arg(node, 4, "dilation", 1),
+        ctx.arg("kernel_size"), ctx.arg("stride"), ctx.arg("padding"), ctx.arg("dilation")
     )
-    ceil_mode = arg(node, 5, "ceil_mode", False)
+    ceil_mode = ctx.arg("ceil_mode")
     fake_out = ctx.fake()
     fake_out = fake_out[0] if isinstance(fake_out, list | tuple) else fake_out
     dtype = fake_out.dtype
@@ -105,7 +102,7 @@ def _max_pool(ctx: LoweringContext, node: fx.Node) -> Value:
     far = window.far_padding(in_sizes, out_sizes)
     x = window.pad(ctx, x, far, ctx.constant(_lowest(dtype), dtype))
     batched_shape = ([1] if unbatched else []) + list(fake_out.shape)
-    out_type = tensor_type(ctx, batched_shape, dtype)
+    out_type = tensor_type(batched_shape, dtype)
     pooled = coreai.maxpool2d(
         out_type,
         x,
@@ -120,7 +117,8 @@ def _max_pool(ctx: LoweringContext, node: fx.Node) -> Value:
 @register_lowering(aten.max_pool2d_with_indices.default)
 def lower_max_pool2d_with_indices(ctx: LoweringContext, node: fx.Node) -> list[Value]:
     for user in node.users:
-        if user.target is not operator.getitem or user.args[1] != 0:
+        # A getitem without users is dead code, dropped from the program.
+        if user.users and (user.target is not operator.getitem or user.args[1] != 0):
             raise NotImplementedError(
                 f"{node.name}: the indices of max_pool2d (return_indices=True) are not "
                 f"converted; only the pooled values are (used by {user.name})"
@@ -158,11 +156,10 @@ def _avg_divisors(
 
 @register_lowering(aten.avg_pool2d.default)
 def lower_avg_pool2d(ctx: LoweringContext, node: fx.Node) -> Value:
-    x_arg = node.args[0]
-    window = _Window(node, node.args[1], arg(node, 2, "stride"), arg(node, 3, "padding", 0), 1)
-    ceil_mode = arg(node, 4, "ceil_mode", False)
-    count_include_pad = arg(node, 5, "count_include_pad", True)
-    divisor_override = arg(node, 6, "divisor_override")
+    x_arg = ctx.arg("self")
+    window = _Window(ctx.arg("kernel_size"), ctx.arg("stride"), ctx.arg("padding"), 1)
+    ceil_mode, count_include_pad = ctx.arg("ceil_mode"), ctx.arg("count_include_pad")
+    divisor_override = ctx.arg("divisor_override")
     dtype = ctx.result_dtype()
     in_sizes = _spatial(list(ctx.fake(x_arg).shape))
     out_sizes = _spatial(list(ctx.fake().shape))
@@ -202,7 +199,7 @@ def _averaging_matrix(in_size: int, out_size: int) -> np.ndarray:
 
 @register_lowering(aten._adaptive_avg_pool2d.default, aten.adaptive_avg_pool2d.default)
 def lower_adaptive_avg_pool2d(ctx: LoweringContext, node: fx.Node) -> Value:
-    x_arg = node.args[0]
+    x_arg = ctx.arg("self")
     dtype = ctx.result_dtype()
     height, width = static_sizes(ctx, x_arg, "adaptive_avg_pool2d")[-2:]
     out_h, out_w = (int(s) for s in _spatial(list(ctx.fake().shape)))

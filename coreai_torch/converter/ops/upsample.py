@@ -21,8 +21,9 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Attribute, Value
 
-from ..registry import LoweringContext, register_lowering
-from ._layout import arg, broadcast, reshape, static_sizes, take, unsqueeze
+from ..lowering_context import LoweringContext
+from ..registry import register_lowering
+from ._layout import broadcast, reshape, static_sizes, take, unsqueeze
 
 aten = torch.ops.aten
 
@@ -46,14 +47,12 @@ def _nearest_sources(
     return np.minimum(src.astype(np.int64), in_size - 1).astype(np.int32)
 
 
-def _scale_factors(node: fx.Node, vec: bool, first_scale_index: int) -> list[float | None]:
+def _input_and_factors(ctx: LoweringContext, vec: bool) -> tuple[fx.Node, list[float | None]]:
+    """The input and the height and width scale factors, from either overload's parameters."""
     if vec:
-        factors = arg(node, first_scale_index, "scale_factors")
-        return list(factors) if factors else [None, None]
-    return [
-        arg(node, first_scale_index, "scales_h"),
-        arg(node, first_scale_index + 1, "scales_w"),
-    ]
+        factors = ctx.arg("scale_factors")
+        return ctx.arg("input"), list(factors) if factors else [None, None]
+    return ctx.arg("self"), [ctx.arg("scales_h"), ctx.arg("scales_w")]
 
 
 def _repeat_each(ctx: LoweringContext, x: Value, sizes: list[Any], factors: list[int]) -> Value:
@@ -65,11 +64,10 @@ def _repeat_each(ctx: LoweringContext, x: Value, sizes: list[Any], factors: list
     return reshape(ctx, x, [n, c, h * fh, w * fw])
 
 
-def _nearest(ctx: LoweringContext, node: fx.Node, exact: bool, vec: bool) -> Value:
-    x_arg = node.args[0]
+def _nearest(ctx: LoweringContext, exact: bool, vec: bool) -> Value:
+    x_arg, factors = _input_and_factors(ctx, vec)
     height, width = static_sizes(ctx, x_arg, "nearest upsampling")[-2:]
     out_h, out_w = (int(s) for s in ctx.fake().shape[-2:])
-    factors = _scale_factors(node, vec, 2)
     sources = [
         _nearest_sources(height, out_h, factors[0], exact),
         _nearest_sources(width, out_w, factors[1], exact),
@@ -91,22 +89,22 @@ def _nearest(ctx: LoweringContext, node: fx.Node, exact: bool, vec: bool) -> Val
 
 @register_lowering(aten.upsample_nearest2d.vec)
 def lower_upsample_nearest2d_vec(ctx: LoweringContext, node: fx.Node) -> Value:
-    return _nearest(ctx, node, exact=False, vec=True)
+    return _nearest(ctx, exact=False, vec=True)
 
 
 @register_lowering(aten.upsample_nearest2d.default)
 def lower_upsample_nearest2d(ctx: LoweringContext, node: fx.Node) -> Value:
-    return _nearest(ctx, node, exact=False, vec=False)
+    return _nearest(ctx, exact=False, vec=False)
 
 
 @register_lowering(aten._upsample_nearest_exact2d.vec)
 def lower_upsample_nearest_exact2d_vec(ctx: LoweringContext, node: fx.Node) -> Value:
-    return _nearest(ctx, node, exact=True, vec=True)
+    return _nearest(ctx, exact=True, vec=True)
 
 
 @register_lowering(aten._upsample_nearest_exact2d.default)
 def lower_upsample_nearest_exact2d(ctx: LoweringContext, node: fx.Node) -> Value:
-    return _nearest(ctx, node, exact=True, vec=False)
+    return _nearest(ctx, exact=True, vec=False)
 
 
 def _linear_transform(
@@ -129,9 +127,8 @@ def _linear_transform(
 
 
 def _bilinear(ctx: LoweringContext, node: fx.Node, vec: bool) -> Value:
-    x_arg = node.args[0]
-    align_corners = bool(arg(node, 2, "align_corners", False))
-    factors = _scale_factors(node, vec, 3)
+    x_arg, factors = _input_and_factors(ctx, vec)
+    align_corners = bool(ctx.arg("align_corners"))
     in_sizes = list(ctx.fake(x_arg).shape)
     out_sizes = list(ctx.fake().shape)
     scales, offsets = [1.0, 1.0], [0.0, 0.0]

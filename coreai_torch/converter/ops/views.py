@@ -15,15 +15,15 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import RankedTensorType, ShapedType, Value
 
-from ..registry import LoweringContext, normalize_dim, register_lowering
-from ._common import as_list
+from ..lowering_context import LoweringContext
+from ..registry import register_lowering
+from ._common import as_list, normalize_dim
 
 aten = torch.ops.aten
 
 
 def _reshape_to_result(ctx: LoweringContext, node: fx.Node) -> Value:
-    x = ctx.value(node.args[0])
-    return coreai.reshape(x, ctx.shape_of(node))
+    return coreai.reshape(ctx.value(ctx.arg("self")), ctx.shape_of(node))
 
 
 register_lowering(
@@ -37,7 +37,7 @@ register_lowering(
 
 
 def _identity(ctx: LoweringContext, node: fx.Node) -> Value:
-    return ctx.value(node.args[0])
+    return ctx.value(ctx.arg("self"))
 
 
 register_lowering(
@@ -57,14 +57,14 @@ def _transpose(x: Value, permutation: list[int]) -> Value:
 
 @register_lowering(aten.permute.default, aten.permute_copy.default)
 def permute(ctx: LoweringContext, node: fx.Node) -> Value:
-    source, dims = node.args
+    source = ctx.arg("self")
     rank = ctx.rank(source)
-    return _transpose(ctx.value(source), [normalize_dim(d, rank) for d in dims])
+    return _transpose(ctx.value(source), [normalize_dim(d, rank) for d in ctx.arg("dims")])
 
 
 @register_lowering(aten.transpose.int)
 def transpose(ctx: LoweringContext, node: fx.Node) -> Value:
-    source, a, b = node.args
+    source, a, b = ctx.arg("self"), ctx.arg("dim0"), ctx.arg("dim1")
     rank = ctx.rank(source)
     permutation = list(range(rank))
     a, b = normalize_dim(a, rank), normalize_dim(b, rank)
@@ -74,26 +74,27 @@ def transpose(ctx: LoweringContext, node: fx.Node) -> Value:
 
 @register_lowering(aten.mT.default)
 def matrix_transpose(ctx: LoweringContext, node: fx.Node) -> Value:
-    rank = ctx.rank(node.args[0])
+    source = ctx.arg("self")
+    rank = ctx.rank(source)
     permutation = [*range(rank - 2), rank - 1, rank - 2]
-    return _transpose(ctx.value(node.args[0]), permutation)
+    return _transpose(ctx.value(source), permutation)
 
 
 @register_lowering(aten.t.default)
 def t(ctx: LoweringContext, node: fx.Node) -> Value:
-    source = node.args[0]
+    source = ctx.arg("self")
     return _transpose(ctx.value(source), list(range(ctx.rank(source)))[::-1])
 
 
 @register_lowering(aten.expand.default, aten.expand_copy.default)
 def expand(ctx: LoweringContext, node: fx.Node) -> Value:
-    return coreai.broadcast_to(ctx.value(node.args[0]), ctx.shape_of(node))
+    return coreai.broadcast_to(ctx.value(ctx.arg("self")), ctx.shape_of(node))
 
 
 @register_lowering(aten.unsqueeze.default, aten.unsqueeze_copy.default)
 def unsqueeze(ctx: LoweringContext, node: fx.Node) -> Value:
-    source, dim = node.args
-    dim = normalize_dim(dim, ctx.rank(source) + 1)
+    source = ctx.arg("self")
+    dim = normalize_dim(ctx.arg("dim"), ctx.rank(source) + 1)
     return coreai.expand_dims(ctx.value(source), np.array([dim], dtype=np.int32))
 
 
@@ -101,10 +102,11 @@ def unsqueeze(ctx: LoweringContext, node: fx.Node) -> Value:
     aten.squeeze.dims, aten.squeeze.dim, aten.squeeze.default, aten.squeeze_copy.dims
 )
 def squeeze(ctx: LoweringContext, node: fx.Node) -> Value:
-    source = node.args[0]
+    source = ctx.arg("self")
     fake = ctx.fake(source)
     rank = fake.dim()
-    dims = as_list(node.args[1]) if len(node.args) > 1 else list(range(rank))
+    # squeeze.default has no dim: every dimension of size 1 goes.
+    dims = as_list(ctx.args.get("dim", list(range(rank))))
     # torch drops only the listed dimensions whose size is 1.
     axes = sorted(
         {
@@ -188,11 +190,9 @@ def _start(size: Any, start: Any) -> Any:
 
 @register_lowering(aten.slice.Tensor, aten.slice_copy.Tensor)
 def slice_(ctx: LoweringContext, node: fx.Node) -> Value:
-    source = node.args[0]
-    rank = ctx.rank(source)
-    dim = normalize_dim(node.args[1] if len(node.args) > 1 else 0, rank)
-    start = node.args[2] if len(node.args) > 2 else None
-    step = node.args[4] if len(node.args) > 4 else 1
+    source = ctx.arg("self")
+    dim = normalize_dim(ctx.arg("dim"), ctx.rank(source))
+    start, step = ctx.arg("start"), ctx.arg("step")
     size = ctx.fake(source).shape[dim]
     length = ctx.fake().shape[dim]
     return _slice(ctx, source, dim, _start(size, start), length, step)
@@ -200,18 +200,16 @@ def slice_(ctx: LoweringContext, node: fx.Node) -> Value:
 
 @register_lowering(aten.narrow.default)
 def narrow(ctx: LoweringContext, node: fx.Node) -> Value:
-    source, dim, start, length = node.args
-    rank = ctx.rank(source)
-    dim = normalize_dim(dim, rank)
+    source, start, length = ctx.arg("self"), ctx.arg("start"), ctx.arg("length")
+    dim = normalize_dim(ctx.arg("dim"), ctx.rank(source))
     size = ctx.fake(source).shape[dim]
     return _slice(ctx, source, dim, _start(size, start), length, 1)
 
 
 @register_lowering(aten.select.int, aten.select_copy.int)
 def select(ctx: LoweringContext, node: fx.Node) -> Value:
-    source, dim, index = node.args
-    rank = ctx.rank(source)
-    dim = normalize_dim(dim, rank)
+    source, index = ctx.arg("self"), ctx.arg("index")
+    dim = normalize_dim(ctx.arg("dim"), ctx.rank(source))
     size = ctx.fake(source).shape[dim]
     start = size + index if isinstance(index, int) and index < 0 else index
     picked = _slice(ctx, source, dim, start, 1, 1)
@@ -220,18 +218,17 @@ def select(ctx: LoweringContext, node: fx.Node) -> Value:
 
 @register_lowering(aten.flip.default)
 def flip(ctx: LoweringContext, node: fx.Node) -> Value:
-    source, dims = node.args
+    source = ctx.arg("self")
     rank = ctx.rank(source)
-    axes = sorted({normalize_dim(d, rank) for d in dims})
+    axes = sorted({normalize_dim(d, rank) for d in ctx.arg("dims")})
     x = ctx.value(source)
     return coreai.reverse(x, np.array(axes, dtype=np.int32)) if axes else x
 
 
 @register_lowering(aten.roll.default, keep_in_export=True)
 def roll(ctx: LoweringContext, node: fx.Node) -> Value:
-    source = node.args[0]
-    shifts = as_list(node.args[1])
-    dims = as_list(node.args[2]) if len(node.args) > 2 else []
+    source = ctx.arg("self")
+    shifts, dims = as_list(ctx.arg("shifts")), as_list(ctx.arg("dims"))
     fake = ctx.fake(source)
     if not ctx.is_static(fake.shape):
         raise NotImplementedError("roll of a tensor with symbolic sizes is not converted yet")
