@@ -19,6 +19,8 @@ from torch._ops import OpOverload
 
 # A parameter without a default value.
 REQUIRED: Any = inspect.Parameter.empty
+# The default recorded for a ``*args`` parameter: it takes the remaining positional arguments.
+_REST = object()
 
 # target -> ((name, default), ...), built once per target.
 _SIGNATURES: dict[Any, tuple[tuple[str, Any], ...]] = {}
@@ -44,7 +46,11 @@ def _read_parameters(target: Any) -> tuple[tuple[str, Any], ...]:
         signature = inspect.signature(target)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"call target {_name(target)} has no readable signature") from exc
-    return tuple((p.name, p.default) for p in signature.parameters.values())
+    return tuple(
+        (p.name, _REST if p.kind == p.VAR_POSITIONAL else p.default)
+        for p in signature.parameters.values()
+        if p.kind != p.VAR_KEYWORD
+    )
 
 
 def bind(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -54,16 +60,23 @@ def bind(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str
     that :class:`Arguments` can name them when a lowering asks for one.
     """
     params = parameters(target)
-    if len(args) > len(params):
-        raise TypeError(
-            f"{_name(target)} takes {len(params)} arguments, the call node passes {len(args)}"
-        )
-    bound = {name: value for (name, _), value in zip(params, args)}
-    for name, default in params[len(args) :]:
-        if name in kwargs:
+    bound: dict[str, Any] = {}
+    position = 0
+    for name, default in params:
+        if default is _REST:
+            bound[name] = tuple(args[position:])
+            position = len(args)
+        elif position < len(args):
+            bound[name] = args[position]
+            position += 1
+        elif name in kwargs:
             bound[name] = kwargs[name]
         elif default is not REQUIRED:
             bound[name] = default
+    if position < len(args):
+        raise TypeError(
+            f"{_name(target)} takes {len(params)} arguments, the call node passes {len(args)}"
+        )
     return bound
 
 

@@ -20,6 +20,7 @@ from .decomp import prepare
 from .graph_lowering import KERNEL_NAMESPACE, GraphLowerer, UserLowering, is_lowerable
 from .kernels import kernel_lowering
 from .lowering_context import LoweringContext
+from .mutation import memory_root, mutates_input
 from .registry import lookup
 from .symbolic import SymbolTable
 
@@ -271,9 +272,17 @@ class TorchConverter:
 def _reject_state(program: ExportedProgram, entrypoint_name: str) -> None:
     signature = program.graph_signature
     mutated = [*signature.buffers_to_mutate.values(), *signature.user_inputs_to_mutate.values()]
+    # A raw export keeps such writes as in-place ops on the placeholder itself.
+    placeholders = {spec.arg.name: spec.target or spec.arg.name for spec in signature.input_specs}
+    for node in program.graph.nodes:
+        if node.op == "call_function" and mutates_input(node.target):
+            root = memory_root(node)
+            if root.op == "placeholder":
+                mutated.append(placeholders.get(root.name, root.name))
     if mutated:
+        names = sorted(set(mutated))
         raise NotImplementedError(
-            f"entry point {entrypoint_name!r}: the program mutates {sorted(mutated)} in place; "
+            f"entry point {entrypoint_name!r}: the program mutates {names} in place; "
             "stateful programs are not converted yet. Return the new value instead of "
             "mutating it."
         )

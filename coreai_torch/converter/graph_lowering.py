@@ -8,14 +8,16 @@ from typing import Any
 
 import torch
 import torch.fx as fx
+from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Location, RankedTensorType, ShapedType, Value
-from coreai.authoring import CompileUnitScope, DebugInfo, FileInfo
 from torch._ops import HigherOrderOperator, OpOverload
 
 from . import dtypes, ops  # noqa: F401  (importing ops registers the built-in lowerings)
 from .errors import UnsupportedOpsError, lowering_context, source_line
 from .lowering_context import LoweringContext
+from .mutation import Functionalizer, mutates_input
 from .registry import lookup
+from .vmap import Batching
 
 KERNEL_NAMESPACE = "coreai_metal_kernels"
 
@@ -82,7 +84,9 @@ class GraphLowerer:
             if name is not None and name not in self.kernel_lowerings:
                 if user_lowering(self.user_lowerings, node.target) is None:
                     missing_kernels.setdefault(name, node)
-            elif not is_lowerable(node.target, self.user_lowerings):
+            elif not (mutates_input(node.target) or is_lowerable(node.target, self.user_lowerings)):
+                # In-place ops are lowered as their out-of-place twins (mutation.py);
+                # decomp.prepare decomposed the programs where that is not possible.
                 unsupported.append(node)
         if missing_kernels:
             details = "; ".join(
@@ -105,10 +109,27 @@ class GraphLowerer:
         Returns the graph's output arguments resolved to values.
         """
         ctx.lower_subgraph = lambda gm, inputs: self.lower_subgraph(gm, inputs, ctx)
+        if Functionalizer.needed(graph_module.graph):
+            ctx.functionalizer = Functionalizer(graph_module.graph)
+        if Batching.needed(graph_module.graph):
+            ctx.batching = Batching()
         live = live_nodes(graph_module.graph)
+        # Calls that repeat an earlier call with the same arguments reuse its
+        # value (the same mask or position table built once per layer): unless
+        # an in-place op can change a value between the two.
+        first_call: dict[Any, fx.Node] | None = None if ctx.functionalizer else {}
+        canonical: dict[fx.Node, fx.Node] = {}
         outputs: list[Any] = []
         for node in graph_module.graph.nodes:
             if node.op == "call_function" and node in live:
+                key = _call_key(node, canonical) if first_call is not None else None
+                earlier = first_call.get(key) if key is not None else None
+                if earlier is not None:
+                    canonical[node] = earlier
+                    _reuse(ctx, node, earlier)
+                    continue
+                if key is not None:
+                    first_call[key] = node
                 self._lower_node(node, ctx)
             elif node.op == "output":
                 outputs = [self._output_value(arg, ctx) for arg in _flat(node.args[0])]
@@ -136,11 +157,11 @@ class GraphLowerer:
         )
 
     def _lower_node(self, node: fx.Node, ctx: LoweringContext) -> None:
-        ctx.begin(node, node_location(node))
         try:
-            with ctx.loc:
+            with ctx.lowering(node):
                 result = self._dispatch(node, ctx)
-            _check_result(node, result)
+                if ctx.batching is None or not ctx.batching.of(node):
+                    result = _checked(node, result)  # batched values carry batch dims
         except Exception as exc:
             exc.add_note(lowering_context(node))
             raise
@@ -151,6 +172,8 @@ class GraphLowerer:
                 ctx.values[f"{node.name}#{index}"] = value
         else:
             ctx.values[node.name] = result
+        if ctx.functionalizer is not None:
+            ctx.functionalizer.record(node)
 
     def _dispatch(self, node: fx.Node, ctx: LoweringContext) -> Any:
         target = node.target
@@ -163,42 +186,76 @@ class GraphLowerer:
         name = kernel_name(target)
         if name is not None:
             return self.kernel_lowerings[name](ctx, node)
-        return lookup(target)(ctx, node)  # check() made sure there is one
+        if mutates_input(target):
+            return ctx.functionalizer.mutate(ctx, node)
+        lowering = lookup(target)  # check() made sure there is one
+        batched = ctx.batching is not None and ctx.batching.involves(node)
+        if batched and not Batching.is_vmap_op(target):
+            return ctx.batching.lower(ctx, node, lowering)
+        return lowering(ctx, node)
 
 
-def node_location(node: fx.Node) -> Location:
-    """The user's source line of a node as a Core AI debug location (or unknown).
+def _call_key(node: fx.Node, canonical: dict[fx.Node, fx.Node]) -> Any:
+    """A hashable description of a pure call, with repeated calls mapped to their first."""
+    target = node.target
+    if isinstance(target, HigherOrderOperator) or kernel_name(target) is not None:
+        return None  # regions and kernel calls are lowered each time they appear
 
-    Core AI's rewrite passes accept only its own debug-info locations, so the
-    line goes through the authoring facade rather than ``Location.file``.
+    def canon(value: Any) -> Any:
+        if isinstance(value, fx.Node):
+            return canonical.get(value, value)
+        if isinstance(value, list | tuple):
+            return tuple(canon(v) for v in value)
+        if isinstance(value, dict):
+            return tuple(sorted((k, canon(v)) for k, v in value.items()))
+        if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+            return str(value)
+        if isinstance(value, float):
+            return float, repr(value)  # 1 and 1.0 give other dtypes; 0.0 and -0.0 differ
+        return type(value), value
+
+    key = (target, canon(node.args), canon(node.kwargs))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _reuse(ctx: LoweringContext, node: fx.Node, earlier: fx.Node) -> None:
+    value = ctx.values[earlier.name]
+    ctx.values[node.name] = value
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            ctx.values[f"{node.name}#{index}"] = item
+    if ctx.batching is not None and ctx.batching.of(earlier):
+        ctx.batching.levels[node.name] = ctx.batching.of(earlier)
+
+
+def _checked(node: fx.Node, result: Any) -> Any:
+    """``result`` checked against what torch says the node is, with the sizes torch knows.
+
+    A disagreement is a lowering bug. Builders that take computed shapes give
+    results of unknown sizes; those are refined to the sizes torch knows
+    statically, which the verifier of a later op (a concat) may need.
     """
-    where = source_line(node)
-    if where is None:
-        return Location.unknown()
-    debug = DebugInfo.file(where.file, where.line).with_scope(
-        CompileUnitScope(file=FileInfo(where.file))
-    )
-    with debug.activate():
-        return Location.current
-
-
-def _check_result(node: fx.Node, result: Any) -> None:
-    """Catch lowerings whose result disagrees with what torch says the node is."""
     expected = node.meta.get("val")
     if isinstance(result, list | tuple):
-        if isinstance(expected, list | tuple):
-            for value, fake in zip(result, expected, strict=False):
-                _check_one(node, value, fake)
-        return
-    _check_one(node, result, expected)
+        if not isinstance(expected, list | tuple):
+            return result
+        return [
+            _checked_one(node, value, fake)
+            for value, fake in zip(result, list(expected) + [None] * len(result), strict=False)
+        ]
+    return _checked_one(node, result, expected)
 
 
-def _check_one(node: fx.Node, value: Any, fake: Any) -> None:
+def _checked_one(node: fx.Node, value: Any, fake: Any) -> Any:
     if not isinstance(fake, torch.Tensor) or not isinstance(value, Value):
-        return
+        return value
     actual = value.type
     if not isinstance(actual, RankedTensorType):
-        return
+        return value
     if actual.rank != fake.dim():
         raise TypeError(f"lowering produced rank {actual.rank}, torch has rank {fake.dim()}")
     if dtypes.is_supported(fake.dtype) and actual.element_type != dtypes.element_type(fake.dtype):
@@ -207,12 +264,21 @@ def _check_one(node: fx.Node, value: Any, fake: Any) -> None:
             f"torch has {fake.dtype} ({dtypes.element_type(fake.dtype)})"
         )
     dynamic = ShapedType.get_dynamic_size()
+    known = list(actual.shape)
     for dim, (got, size) in enumerate(zip(actual.shape, fake.shape, strict=True)):
-        if got != dynamic and not isinstance(size, torch.SymInt) and got != int(size):
+        if isinstance(size, torch.SymInt):
+            continue
+        if got == dynamic:
+            known[dim] = int(size)
+        elif got != int(size):
             raise TypeError(
                 f"lowering produced shape {list(actual.shape)}, torch has {list(fake.shape)} "
                 f"(dimension {dim})"
             )
+    if known == list(actual.shape):
+        return value
+    # A cast to the same element type states the sizes.
+    return coreai.cast(value, RankedTensorType.get(known, actual.element_type))
 
 
 def _flat(args: Any) -> list[Any]:
@@ -244,11 +310,6 @@ def live_nodes(graph: fx.Graph) -> set[fx.Node]:
         live.add(node)
         pending.extend(node.all_input_nodes)
     return live
-
-
-def mutates_input(target: Any) -> bool:
-    """In-place and ``out=`` ops: their schema marks an argument as written."""
-    return isinstance(target, OpOverload) and target._schema.is_mutable
 
 
 def all_call_nodes(graph_module: fx.GraphModule) -> list[fx.Node]:

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Location, RankedTensorType, ShapedType, Value
+from coreai.authoring import CompileUnitScope, DebugInfo, FileInfo
 
 from . import dtypes
 from .arguments import Arguments
+from .errors import source_line
 from .symbolic import SymbolTable, index_constant
+
+if TYPE_CHECKING:
+    from .mutation import Functionalizer
+    from .vmap import Batching
 
 
 class LoweringContext:
@@ -34,12 +41,21 @@ class LoweringContext:
         # Set by the converter: lowers a sub-graph (a torch.cond branch) inline
         # at the current insertion point, returning its output values.
         self.lower_subgraph: Callable[[fx.GraphModule, list[Value]], list[Value]] | None = None
+        # Set by the converter for graphs with in-place ops (see mutation.py)
+        # and for graphs with vmap regions (see vmap.py).
+        self.functionalizer: Functionalizer | None = None
+        self.batching: Batching | None = None
 
-    def begin(self, node: fx.Node, loc: Location) -> None:
-        """Make ``node`` (emitted at ``loc``) the node being lowered."""
-        self.node = node
-        self.loc = loc
-        self._args = None
+    @contextmanager
+    def lowering(self, node: fx.Node) -> Iterator[None]:
+        """Make ``node`` the node being lowered; ops built meanwhile carry its location."""
+        saved = self.node, self.loc, self._args
+        self.node, self.loc, self._args = node, node_location(node), None
+        try:
+            with self.loc:
+                yield
+        finally:
+            self.node, self.loc, self._args = saved
 
     # -- arguments --------------------------------------------------------------
 
@@ -71,6 +87,8 @@ class LoweringContext:
         """
         if isinstance(arg, fx.Node):
             found = self.values.get(arg.name)
+            if self.functionalizer is not None and self.functionalizer.is_stale(arg):
+                found = self.functionalizer.current(self, arg)
             if found is None:
                 raise KeyError(f"node {arg.name} has no lowered value yet")
             if isinstance(found, list):
@@ -192,6 +210,22 @@ class LoweringContext:
             ShapedType.get_dynamic_size() if isinstance(s, torch.SymInt) else int(s)
             for s in fake.shape
         ]
+
+
+def node_location(node: fx.Node) -> Location:
+    """The user's source line of a node as a Core AI debug location (or unknown).
+
+    Core AI's rewrite passes accept only its own debug-info locations, so the
+    line goes through the authoring facade rather than ``Location.file``.
+    """
+    where = source_line(node)
+    if where is None:
+        return Location.unknown()
+    debug = DebugInfo.file(where.file, where.line).with_scope(
+        CompileUnitScope(file=FileInfo(where.file))
+    )
+    with debug.activate():
+        return Location.current
 
 
 def _round_toward_zero(x: Value) -> Value:

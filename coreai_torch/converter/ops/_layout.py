@@ -79,19 +79,20 @@ def tensor_type(sizes: Sequence[Any], dtype: torch.dtype) -> RankedTensorType:
     return RankedTensorType.get(dims, dtypes.element_type(dtype))
 
 
-def static_sizes(ctx: LoweringContext, arg_or_fake: Any, what: str) -> list[int]:
-    """The sizes of a tensor that a lowering needs as Python ints.
+def static_sizes(ctx: LoweringContext, arg_or_fake: Any, what: str, last: int) -> list[int]:
+    """The sizes of the ``last`` trailing dims of a tensor, which a lowering needs as ints.
 
-    Lowerings that precompute index tables or divisors need concrete sizes;
-    they call this to refuse symbolic ones with a message that says which.
+    Lowerings that precompute index tables, weights or divisors over spatial
+    dims need their sizes; they call this to refuse symbolic ones with a
+    message that says which. Leading dims (batch, channels) may stay symbolic.
     """
     fake = ctx.fake(arg_or_fake) if isinstance(arg_or_fake, fx.Node) else arg_or_fake
-    sizes = list(fake.shape)
+    sizes = list(fake.shape)[-last:]
     if not ctx.is_static(sizes):
         node = ctx.node.name if ctx.node is not None else "?"
         raise NotImplementedError(
-            f"{node}: {what} needs static sizes, but the tensor has shape {sizes}; "
-            "export with those dimensions static"
+            f"{node}: {what} needs static sizes for its last {last} dimensions, but the "
+            f"tensor has shape {list(fake.shape)}; export with those dimensions static"
         )
     return [int(s) for s in sizes]
 
@@ -111,3 +112,19 @@ def take(value: Value, axis: int, indices: np.ndarray | Value) -> Value:
         columns = unsqueeze(indices, -1)
     picked = coreai.gather_nd(front, columns)
     return permute(picked, [order.index(d) for d in range(n)])
+
+
+def separable(
+    ctx: LoweringContext, x: Value, rows: np.ndarray, cols: np.ndarray, dtype: torch.dtype
+) -> Value:
+    """``rows @ x @ cols.T`` over the last two dims: a resampling with one [out, in]
+    matrix per spatial dimension (identity matrices are skipped)."""
+    if not _is_identity(cols):
+        x = coreai.broadcasting_batch_matmul(x, ctx.constant(torch.tensor(cols.T.copy()), dtype))
+    if not _is_identity(rows):
+        x = coreai.broadcasting_batch_matmul(ctx.constant(torch.tensor(rows), dtype), x)
+    return x
+
+
+def _is_identity(matrix: np.ndarray) -> bool:
+    return matrix.shape[0] == matrix.shape[1] and np.array_equal(matrix, np.eye(len(matrix)))

@@ -13,6 +13,7 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Value
 
+from .. import dtypes
 from ..lowering_context import LoweringContext
 from ..registry import register_lowering
 from ._common import common_dtype, operands
@@ -47,20 +48,25 @@ def lt(ctx: LoweringContext, node: fx.Node) -> Value:
     return coreai.broadcasting_greater(y, x)
 
 
+def _at_least(x: Value, y: Value) -> Value:
+    """x >= y. Without NaNs (integers, bools) that is not y > x: one op fewer."""
+    if dtypes.torch_dtype_of(x.type).is_floating_point:
+        return coreai.broadcasting_or(
+            coreai.broadcasting_greater(x, y), coreai.broadcasting_equal(x, y)
+        )
+    return coreai.not_(coreai.broadcasting_greater(y, x))
+
+
 @register_lowering(aten.ge.Tensor, aten.ge.Scalar)
 def ge(ctx: LoweringContext, node: fx.Node) -> Value:
     x, y = _compared(ctx)
-    return coreai.broadcasting_or(
-        coreai.broadcasting_greater(x, y), coreai.broadcasting_equal(x, y)
-    )
+    return _at_least(x, y)
 
 
 @register_lowering(aten.le.Tensor, aten.le.Scalar)
 def le(ctx: LoweringContext, node: fx.Node) -> Value:
     x, y = _compared(ctx)
-    return coreai.broadcasting_or(
-        coreai.broadcasting_greater(y, x), coreai.broadcasting_equal(x, y)
-    )
+    return _at_least(y, x)
 
 
 def _as_bools(ctx: LoweringContext, names: tuple[str, ...]) -> list[Value]:

@@ -153,3 +153,30 @@ def lower_conv(ctx: LoweringContext, node: fx.Node) -> Value:
 )
 def lower_conv_transpose(ctx: LoweringContext, node: fx.Node) -> Value:
     return _convolution(ctx, node, transposed=True)
+
+
+@register_lowering(aten.im2col.default)
+def lower_im2col(ctx: LoweringContext, node: fx.Node) -> Value:
+    """``F.unfold``: every kh x kw patch as a column, as a depthwise convolution.
+
+    Output channel ``c * kh * kw + i * kw + j`` of a grouped convolution (one
+    group per input channel) whose filter is 1 at (i, j) and 0 elsewhere picks
+    exactly the patch element torch puts in that row: the result is exact.
+    """
+    source = ctx.arg("self")
+    dtype = ctx.result_dtype()
+    x = ctx.value(source, dtype)
+    unbatched = rank(x) == 3
+    if unbatched:
+        x = unsqueeze(x, 0)
+    channels = ctx.fake(source).shape[-3]
+    if not isinstance(channels, int):
+        raise NotImplementedError(f"{node.name}: im2col with a symbolic channel count")
+    kh, kw = _per_dim(ctx.arg("kernel_size"), 2)
+    one_hot = np.eye(kh * kw, dtype=np.float32).reshape(kh * kw, 1, kh, kw)
+    weight = ctx.constant(torch.tensor(np.tile(one_hot, (channels, 1, 1, 1))), dtype)
+    padding = [(p, p) for p in _per_dim(ctx.arg("padding"), 2)]
+    stride, dilation = _per_dim(ctx.arg("stride"), 2), _per_dim(ctx.arg("dilation"), 2)
+    patches = _convolve(ctx, x, weight, stride, padding, dilation, channels, dtype)
+    columns = coreai.reshape(patches, ctx.shape_tensor([*ctx.fake().shape[:-1], -1], False))
+    return columns

@@ -92,3 +92,42 @@ def to_copy(ctx: LoweringContext, node: fx.Node) -> Value:
 @register_lowering(aten.type_as.default)
 def type_as(ctx: LoweringContext, node: fx.Node) -> Value:
     return ctx.cast(ctx.value(ctx.arg("self")), ctx.result_dtype())
+
+
+@register_lowering(aten.copy.default)
+def copy(ctx: LoweringContext, node: fx.Node) -> Value:
+    # self's shape and dtype with src's values: what slice assignment writes.
+    src = ctx.value(ctx.arg("src"), ctx.result_dtype())
+    if list(ctx.fake(ctx.arg("src")).shape) == list(ctx.fake().shape):
+        return src
+    return coreai.broadcast_to(src, ctx.shape_of(node))
+
+
+@register_lowering(aten.fill.Scalar, aten.fill.Tensor)
+def fill(ctx: LoweringContext, node: fx.Node) -> Value:
+    return _fill(ctx, ctx.arg("value"))
+
+
+@register_lowering(aten.zero.default)
+def zero(ctx: LoweringContext, node: fx.Node) -> Value:
+    return _fill(ctx, 0)
+
+
+@register_lowering(aten.meshgrid.default, aten.meshgrid.indexing)
+def meshgrid(ctx: LoweringContext, node: fx.Node) -> list[Value]:
+    tensors = list(ctx.arg("tensors"))
+    result = ctx.fake()[0]
+    rank = result.dim()
+    # "xy" indexing swaps the first two dimensions of the grid.
+    axes = list(range(rank))
+    if ctx.args.get("indexing", "ij") == "xy" and rank >= 2:
+        axes[0], axes[1] = 1, 0
+    grids = []
+    for tensor, axis in zip(tensors, axes, strict=True):
+        sizes = [1] * rank
+        sizes[axis] = -1
+        line = coreai.reshape(
+            ctx.value(tensor, ctx.result_dtype(0)), ctx.shape_tensor(sizes, unsigned=False)
+        )
+        grids.append(coreai.broadcast_to(line, ctx.shape_of(result)))
+    return grids

@@ -105,12 +105,12 @@ def fmod(ctx: LoweringContext, node: fx.Node) -> Value:
     return _binary(ctx, coreai.broadcasting_modulo)
 
 
-@register_lowering(aten.maximum.default)
+@register_lowering(aten.maximum.default, aten.max.other)
 def maximum(ctx: LoweringContext, node: fx.Node) -> Value:
     return _binary(ctx, coreai.broadcasting_maximum)
 
 
-@register_lowering(aten.minimum.default)
+@register_lowering(aten.minimum.default, aten.min.other)
 def minimum(ctx: LoweringContext, node: fx.Node) -> Value:
     return _binary(ctx, coreai.broadcasting_minimum)
 
@@ -159,6 +159,12 @@ round_ = _unary(aten.round.default, op=coreai.round_)
 def neg(ctx: LoweringContext, node: fx.Node) -> Value:
     dtype = ctx.result_dtype()
     return coreai.broadcasting_sub(ctx.constant(0, dtype), ctx.value(ctx.arg("self"), dtype))
+
+
+@register_lowering(aten.square.default)
+def square(ctx: LoweringContext, node: fx.Node) -> Value:
+    x = ctx.value(ctx.arg("self"), ctx.result_dtype())
+    return coreai.broadcasting_mul(x, x)
 
 
 @register_lowering(aten.reciprocal.default)

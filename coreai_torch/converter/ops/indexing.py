@@ -239,20 +239,24 @@ def _slice_bounds(size: Any, start: Any, end: Any) -> tuple[Any, Any]:
     return start, end
 
 
-@register_lowering(aten.slice_scatter.default)
-def lower_slice_scatter(ctx: LoweringContext, node: fx.Node) -> Value:
-    x_arg, src_arg, dim = ctx.arg("self"), ctx.arg("src"), ctx.arg("dim")
-    start, end, step = ctx.arg("start"), ctx.arg("end"), ctx.arg("step")
-    x = ctx.value(x_arg)
-    n = rank(x)
+def slice_update(
+    ctx: LoweringContext,
+    x: Value,
+    sizes: list[Any],
+    src: Value,
+    dim: int,
+    start: Any,
+    end: Any,
+    step: int,
+) -> Value:
+    """``x`` (of torch shape ``sizes``) with ``x[..., start:end:step, ...] = src`` along ``dim``."""
+    n = len(sizes)
     axis = normalize_dim(dim, n)
-    sizes = list(ctx.fake(x_arg).shape)
     start, end = _slice_bounds(sizes[axis], start, end)
     starts = [0] * n
     ends = list(sizes)
     strides = [1] * n
     starts[axis], ends[axis], strides[axis] = start, end, step
-    src = ctx.value(src_arg, ctx.result_dtype())
     return coreai.slice_update(
         x,
         ctx.shape_tensor(starts, unsigned=False),
@@ -262,24 +266,36 @@ def lower_slice_scatter(ctx: LoweringContext, node: fx.Node) -> Value:
     )
 
 
-@register_lowering(aten.select_scatter.default)
-def lower_select_scatter(ctx: LoweringContext, node: fx.Node) -> Value:
-    x_arg, src_arg, dim, index = ctx.arg("self"), ctx.arg("src"), ctx.arg("dim"), ctx.arg("index")
-    x = ctx.value(x_arg)
-    n = rank(x)
-    axis = normalize_dim(dim, n)
-    sizes = list(ctx.fake(x_arg).shape)
+def select_update(
+    ctx: LoweringContext, x: Value, sizes: list[Any], src: Value, dim: int, index: Any
+) -> Value:
+    """``x`` (of torch shape ``sizes``) with ``x.select(dim, index) = src``."""
+    axis = normalize_dim(dim, len(sizes))
     if isinstance(index, int) and index < 0 and isinstance(sizes[axis], int):
         index += sizes[axis]
-    starts = [0] * n
-    ends = list(sizes)
-    starts[axis] = index
-    ends[axis] = index + 1
-    src = unsqueeze(ctx.value(src_arg, ctx.result_dtype()), axis)
-    return coreai.slice_update(
-        x,
-        ctx.shape_tensor(starts, unsigned=False),
-        ctx.shape_tensor(ends, unsigned=False),
-        i32([1] * n),
+    return slice_update(ctx, x, sizes, unsqueeze(src, axis), axis, index, index + 1, 1)
+
+
+@register_lowering(aten.slice_scatter.default)
+def lower_slice_scatter(ctx: LoweringContext, node: fx.Node) -> Value:
+    x_arg = ctx.arg("self")
+    src = ctx.value(ctx.arg("src"), ctx.result_dtype())
+    sizes = list(ctx.fake(x_arg).shape)
+    return slice_update(
+        ctx,
+        ctx.value(x_arg),
+        sizes,
         src,
+        ctx.arg("dim"),
+        ctx.arg("start"),
+        ctx.arg("end"),
+        ctx.arg("step"),
     )
+
+
+@register_lowering(aten.select_scatter.default)
+def lower_select_scatter(ctx: LoweringContext, node: fx.Node) -> Value:
+    x_arg = ctx.arg("self")
+    src = ctx.value(ctx.arg("src"), ctx.result_dtype())
+    sizes = list(ctx.fake(x_arg).shape)
+    return select_update(ctx, ctx.value(x_arg), sizes, src, ctx.arg("dim"), ctx.arg("index"))

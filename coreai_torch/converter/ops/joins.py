@@ -114,3 +114,20 @@ def tile(ctx: LoweringContext, node: fx.Node) -> Value:
     source, dims = ctx.arg("self"), list(ctx.arg("dims"))
     # tile repeats the trailing dimensions when given fewer factors.
     return _repeat(ctx, source, [1] * (ctx.rank(source) - len(dims)) + dims)
+
+
+@register_lowering(aten.repeat_interleave.self_int)
+def repeat_interleave(ctx: LoweringContext, node: fx.Node) -> Value:
+    """Each element ``repeats`` times in a row along ``dim`` (the flattened input without one)."""
+    source, repeats, dim = ctx.arg("self"), ctx.arg("repeats"), ctx.arg("dim")
+    x = ctx.value(source)
+    sizes = list(ctx.fake(source).shape)
+    if dim is None:
+        x = coreai.reshape(x, np.array([-1], dtype=np.int32))
+        sizes, axis = [ctx.fake(source).numel()], 0
+    else:
+        axis = normalize_dim(dim, len(sizes))
+    widened = coreai.expand_dims(x, np.array([axis + 1], dtype=np.int32))
+    target = [*sizes[: axis + 1], repeats, *sizes[axis + 1 :]]
+    widened = coreai.broadcast_to(widened, ctx.shape_tensor(target))
+    return coreai.reshape(widened, ctx.shape_of(node))

@@ -19,6 +19,7 @@ from coreai._compiler.ir import Value
 from ..lowering_context import LoweringContext
 from ..registry import register_lowering
 from ._layout import channel_vector, i32, rank, reshape
+from .reductions import vector_norm
 
 aten = torch.ops.aten
 
@@ -181,3 +182,17 @@ def lower_rms_norm(ctx: LoweringContext, node: fx.Node) -> Value:
     if weight is not None:
         out = coreai.broadcasting_mul(out, ctx.value(weight, ctx.result_dtype()))
     return out
+
+
+@register_lowering(aten._weight_norm.default)
+def lower_weight_norm(ctx: LoweringContext, node: fx.Node) -> Value:
+    """``v * (g / ||v||)``, the norm over every dimension but ``dim`` (all of them for -1)."""
+    v_arg, dim = ctx.arg("v"), ctx.arg("dim")
+    dtype = ctx.result_dtype()
+    compute = _compute_dtype(dtype)
+    v = ctx.value(v_arg, compute)
+    n = rank(v)
+    axes = list(range(n)) if dim == -1 else [d for d in range(n) if d != dim % n]
+    norm = vector_norm(ctx, v, 2.0, axes, n, keepdim=True)
+    scale = coreai.broadcasting_divide(ctx.value(ctx.arg("g"), compute), norm)
+    return ctx.cast(coreai.broadcasting_mul(v, scale), dtype)

@@ -22,7 +22,7 @@ from coreai._compiler.ir import Value
 
 from ..lowering_context import LoweringContext
 from ..registry import register_lowering
-from ._layout import i32, rank, squeeze, static_sizes, tensor_type, u32, unsqueeze
+from ._layout import i32, rank, separable, squeeze, static_sizes, tensor_type, u32, unsqueeze
 
 aten = torch.ops.aten
 
@@ -170,7 +170,7 @@ def lower_avg_pool2d(ctx: LoweringContext, node: fx.Node) -> Value:
         # Every window lies inside the padded input and counts all its cells.
         divisor = float(window.kernel[0] * window.kernel[1])
     else:
-        in_sizes = static_sizes(ctx, x_arg, "avg_pool2d with ceil_mode or padding excluded")[-2:]
+        in_sizes = static_sizes(ctx, x_arg, "avg_pool2d with ceil_mode or padding excluded", 2)
         out_sizes = [int(s) for s in out_sizes]
         table = _avg_divisors(window, in_sizes, out_sizes, count_include_pad)
         divisor = float(table.flat[0]) if np.all(table == table.flat[0]) else table
@@ -199,17 +199,29 @@ def _averaging_matrix(in_size: int, out_size: int) -> np.ndarray:
 
 @register_lowering(aten._adaptive_avg_pool2d.default, aten.adaptive_avg_pool2d.default)
 def lower_adaptive_avg_pool2d(ctx: LoweringContext, node: fx.Node) -> Value:
+    return _adaptive_average(ctx, ctx.value(ctx.arg("self")), spatial=2)
+
+
+@register_lowering(aten.adaptive_avg_pool1d.default)
+def lower_adaptive_avg_pool1d(ctx: LoweringContext, node: fx.Node) -> Value:
+    # A height of 1: the 2-D pooling's rows matrix is [[1]].
+    x = unsqueeze(ctx.value(ctx.arg("self")), -2)
+    return squeeze(_adaptive_average(ctx, x, spatial=1), [-2])
+
+
+def _adaptive_average(ctx: LoweringContext, x: Value, spatial: int) -> Value:
+    """Adaptive average pooling of ``x`` over its last two dims, to the node's output size."""
     x_arg = ctx.arg("self")
     dtype = ctx.result_dtype()
-    height, width = static_sizes(ctx, x_arg, "adaptive_avg_pool2d")[-2:]
-    out_h, out_w = (int(s) for s in _spatial(list(ctx.fake().shape)))
-    x = ctx.value(x_arg)
+    in_sizes = static_sizes(ctx, x_arg, f"adaptive_avg_pool{spatial}d", spatial)
+    out_sizes = [int(s) for s in list(ctx.fake().shape)[-spatial:]]
+    height, width = [1] * (2 - spatial) + in_sizes
+    out_h, out_w = [1] * (2 - spatial) + out_sizes
     if (out_h, out_w) == (1, 1):
         # Core AI reductions keep the reduced dimensions, as this op needs.
         return coreai.reduce_mean(x, i32([rank(x) - 2, rank(x) - 1]))
     # Uneven windows overlap; two small matmuls with averaging matrices
     # compute every window exactly (rows: H_out x H, columns: W x W_out).
-    rows = ctx.constant(torch.tensor(_averaging_matrix(height, out_h)), dtype)
-    cols = ctx.constant(torch.tensor(_averaging_matrix(width, out_w).T.copy()), dtype)
-    x = coreai.broadcasting_batch_matmul(x, cols)
-    return coreai.broadcasting_batch_matmul(rows, x)
+    rows = _averaging_matrix(height, out_h)
+    cols = _averaging_matrix(width, out_w)
+    return separable(ctx, x, rows, cols, dtype)

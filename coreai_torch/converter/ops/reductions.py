@@ -7,6 +7,7 @@ dimension list means every dimension, as in torch.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Value
 
+from .. import dtypes
 from ..lowering_context import LoweringContext
 from ..registry import register_lowering
 from ._common import as_list, axes_constant, normalize_dim
@@ -187,3 +189,35 @@ def _element_count(ctx: LoweringContext, source: Any, axes: list[int], dtype: to
             count, size if isinstance(size, Value) else ctx.scalar(size)
         )
     return ctx.cast(count, dtype)
+
+
+def vector_norm(
+    ctx: LoweringContext, x: Value, order: float, axes: list[int], rank: int, keepdim: bool
+) -> Value:
+    """torch.linalg.vector_norm of ``x`` (a float value) over ``axes``."""
+    dtype = dtypes.torch_dtype_of(x.type)
+    magnitude = coreai.abs_(x)
+    if order == math.inf:
+        return _reduce(ctx, coreai.reduce_max, magnitude, axes, keepdim, rank)
+    if order == -math.inf:
+        return _reduce(ctx, coreai.reduce_min, magnitude, axes, keepdim, rank)
+    if order == 0:
+        nonzero = ctx.cast(coreai.broadcasting_not_equal(x, ctx.constant(0, dtype)), dtype)
+        return _reduce(ctx, coreai.reduce_sum, nonzero, axes, keepdim, rank)
+    if order == 1:
+        return _reduce(ctx, coreai.reduce_sum, magnitude, axes, keepdim, rank)
+    if order == 2:
+        squares = coreai.broadcasting_mul(x, x)
+        return coreai.sqrt(_reduce(ctx, coreai.reduce_sum, squares, axes, keepdim, rank))
+    powered = coreai.broadcasting_pow(magnitude, ctx.constant(order, dtype))
+    total = _reduce(ctx, coreai.reduce_sum, powered, axes, keepdim, rank)
+    return coreai.broadcasting_pow(total, ctx.constant(1.0 / order, dtype))
+
+
+@register_lowering(aten.linalg_vector_norm.default)
+def linalg_vector_norm(ctx: LoweringContext, node: fx.Node) -> Value:
+    source = ctx.arg("self")
+    rank = ctx.rank(source)
+    x = ctx.value(source, ctx.result_dtype())
+    axes = _axes(ctx, source, ctx.arg("dim"))
+    return vector_norm(ctx, x, float(ctx.arg("ord")), axes, rank, bool(ctx.arg("keepdim")))

@@ -40,6 +40,8 @@ _ARITHMETIC = {
     operator.gt: coreai.broadcasting_greater,
     operator.ne: coreai.broadcasting_not_equal,
     operator.eq: coreai.broadcasting_equal,
+    torch.sym_max: coreai.broadcasting_maximum,
+    torch.sym_min: coreai.broadcasting_minimum,
 }
 
 

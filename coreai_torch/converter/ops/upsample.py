@@ -1,4 +1,4 @@
-"""2-D upsampling: nearest, nearest-exact and bilinear (with and without align_corners).
+"""2-D upsampling: nearest, nearest-exact, bilinear and bicubic (with and without align_corners).
 
 Nearest neighbour is lowered as a gather of precomputed source rows and
 columns, computed with torch's own float32 formula, because Core AI's
@@ -8,7 +8,9 @@ factors. When the source indices are exactly ``dst // f`` the gather becomes a
 broadcast and reshape. Bilinear maps onto ``coreai.interpolate``: its
 ``coord = (dst + 0.5 - offset) / scale - 0.5`` with edge clamping is torch's
 half-pixel rule for ``offset = 0``, and torch's align-corners rule for
-``offset = (1 - scale) / 2``.
+``offset = (1 - scale) / 2``. Core AI has no cubic interpolation: bicubic
+resampling is separable, so it is two matmuls with [out, in] weight matrices
+built from torch's formulas (static sizes).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from coreai._compiler.ir import Attribute, Value
 
 from ..lowering_context import LoweringContext
 from ..registry import register_lowering
-from ._layout import broadcast, reshape, static_sizes, take, unsqueeze
+from ._layout import broadcast, reshape, separable, static_sizes, take, unsqueeze
 
 aten = torch.ops.aten
 
@@ -66,7 +68,7 @@ def _repeat_each(ctx: LoweringContext, x: Value, sizes: list[Any], factors: list
 
 def _nearest(ctx: LoweringContext, exact: bool, vec: bool) -> Value:
     x_arg, factors = _input_and_factors(ctx, vec)
-    height, width = static_sizes(ctx, x_arg, "nearest upsampling")[-2:]
+    height, width = static_sizes(ctx, x_arg, "nearest upsampling", 2)
     out_h, out_w = (int(s) for s in ctx.fake().shape[-2:])
     sources = [
         _nearest_sources(height, out_h, factors[0], exact),
@@ -158,3 +160,69 @@ def lower_upsample_bilinear2d_vec(ctx: LoweringContext, node: fx.Node) -> Value:
 @register_lowering(aten.upsample_bilinear2d.default)
 def lower_upsample_bilinear2d(ctx: LoweringContext, node: fx.Node) -> Value:
     return _bilinear(ctx, node, vec=False)
+
+
+# torch's cubic convolution coefficient (Keys, a = -0.75).
+_CUBIC_A = np.float32(-0.75)
+
+
+def _cubic_near(t: np.float32) -> np.float32:
+    """Weight of a tap at distance t <= 1."""
+    return ((_CUBIC_A + 2) * t - (_CUBIC_A + 3)) * t * t + 1
+
+
+def _cubic_far(t: np.float32) -> np.float32:
+    """Weight of a tap at distance 1 < t < 2."""
+    return ((_CUBIC_A * t - 5 * _CUBIC_A) * t + 8 * _CUBIC_A) * t - 4 * _CUBIC_A
+
+
+def _bicubic_matrix(
+    in_size: int, out_size: int, align_corners: bool, scale_factor: float | None
+) -> np.ndarray:
+    """[out, in] weights of torch's bicubic resampling along one dimension.
+
+    Source coordinates and weights are computed in float32 with torch's
+    formulas; taps that fall outside the input are clamped to its edge.
+    """
+    if align_corners:
+        ratio = np.float32((in_size - 1) / (out_size - 1)) if out_size > 1 else np.float32(0)
+    else:
+        ratio = _torch_ratio(in_size, out_size, scale_factor)
+    matrix = np.zeros((out_size, in_size), dtype=np.float64)
+    for o in range(out_size):
+        if align_corners:
+            real = ratio * np.float32(o)
+        else:
+            real = ratio * (np.float32(o) + np.float32(0.5)) - np.float32(0.5)
+        index = int(np.floor(real))
+        t = np.float32(real - np.float32(index))
+        weights = (
+            _cubic_far(t + 1),
+            _cubic_near(t),
+            _cubic_near(np.float32(1) - t),
+            _cubic_far(np.float32(2) - t),
+        )
+        for k, weight in enumerate(weights):
+            matrix[o, min(max(index - 1 + k, 0), in_size - 1)] += weight
+    return matrix
+
+
+def _bicubic(ctx: LoweringContext, vec: bool) -> Value:
+    x_arg, factors = _input_and_factors(ctx, vec)
+    align_corners = bool(ctx.arg("align_corners"))
+    height, width = static_sizes(ctx, x_arg, "bicubic upsampling", 2)
+    out_h, out_w = (int(s) for s in ctx.fake().shape[-2:])
+    rows = _bicubic_matrix(height, out_h, align_corners, factors[0])
+    cols = _bicubic_matrix(width, out_w, align_corners, factors[1])
+    dtype = ctx.result_dtype()
+    return separable(ctx, ctx.value(x_arg), rows, cols, dtype)
+
+
+@register_lowering(aten.upsample_bicubic2d.vec)
+def lower_upsample_bicubic2d_vec(ctx: LoweringContext, node: fx.Node) -> Value:
+    return _bicubic(ctx, vec=True)
+
+
+@register_lowering(aten.upsample_bicubic2d.default)
+def lower_upsample_bicubic2d(ctx: LoweringContext, node: fx.Node) -> Value:
+    return _bicubic(ctx, vec=False)

@@ -7,6 +7,7 @@ the program is; symbolic entries become shape computations.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,18 @@ aten = torch.ops.aten
 
 
 def _reshape_to_result(ctx: LoweringContext, node: fx.Node) -> Value:
-    return coreai.reshape(ctx.value(ctx.arg("self")), ctx.shape_of(node))
+    x = ctx.value(ctx.arg("self"))
+    sizes = list(ctx.fake().shape)
+    symbolic = [i for i, size in enumerate(sizes) if not ctx.is_static([size])]
+    if not symbolic and list(x.type.shape) == sizes:
+        return x  # already that shape
+    if len(symbolic) == 1 and 0 not in sizes:
+        # One unknown size is implied by the others: a constant shape with -1
+        # needs no size computation (and keeps Core AI's shape folding away
+        # from run-time shape values, which it mishandles in some chains).
+        sizes[symbolic[0]] = -1
+        return coreai.reshape(x, np.array(sizes, dtype=np.int32))
+    return coreai.reshape(x, ctx.shape_of(node))
 
 
 register_lowering(
@@ -80,13 +92,13 @@ def matrix_transpose(ctx: LoweringContext, node: fx.Node) -> Value:
     return _transpose(ctx.value(source), permutation)
 
 
-@register_lowering(aten.t.default)
+@register_lowering(aten.t.default, aten.numpy_T.default)
 def t(ctx: LoweringContext, node: fx.Node) -> Value:
     source = ctx.arg("self")
     return _transpose(ctx.value(source), list(range(ctx.rank(source)))[::-1])
 
 
-@register_lowering(aten.expand.default, aten.expand_copy.default)
+@register_lowering(aten.expand.default, aten.expand_copy.default, aten.broadcast_to.default)
 def expand(ctx: LoweringContext, node: fx.Node) -> Value:
     return coreai.broadcast_to(ctx.value(ctx.arg("self")), ctx.shape_of(node))
 
@@ -230,22 +242,30 @@ def roll(ctx: LoweringContext, node: fx.Node) -> Value:
     source = ctx.arg("self")
     shifts, dims = as_list(ctx.arg("shifts")), as_list(ctx.arg("dims"))
     fake = ctx.fake(source)
-    if not ctx.is_static(fake.shape):
-        raise NotImplementedError("roll of a tensor with symbolic sizes is not converted yet")
     x = ctx.value(source)
     if not dims:
         # Roll the flattened tensor, then restore the shape.
+        if not ctx.is_static(fake.shape):
+            raise NotImplementedError(
+                f"{node.name}: roll without dims flattens the tensor, whose shape "
+                f"{list(fake.shape)} is symbolic; pass dims, or export it static"
+            )
         flat = coreai.reshape(x, np.array([fake.numel()], dtype=np.uint32))
-        rolled = _roll_axis(flat, [fake.numel()], 0, shifts[0])
+        rolled = _roll_axis(flat, 1, 0, fake.numel(), shifts[0])
         return coreai.reshape(rolled, np.array(list(fake.shape), dtype=np.uint32))
-    shape = [int(s) for s in fake.shape]
     for shift, dim in zip(shifts, dims, strict=True):
-        x = _roll_axis(x, shape, normalize_dim(dim, len(shape)), shift)
+        axis = normalize_dim(dim, fake.dim())
+        size = fake.shape[axis]
+        if not ctx.is_static([size]):
+            raise NotImplementedError(
+                f"{node.name}: roll along dimension {axis}, whose size {size} is symbolic"
+            )
+        x = _roll_axis(x, fake.dim(), axis, int(size), shift)
     return x
 
 
-def _roll_axis(x: Value, shape: list[int], dim: int, shift: int) -> Value:
-    size = shape[dim]
+def _roll_axis(x: Value, rank: int, dim: int, size: int, shift: int) -> Value:
+    """``x`` rolled by ``shift`` along ``dim`` (of static ``size``; other dims may be symbolic)."""
     if size == 0:
         return x
     shift %= size
@@ -253,14 +273,88 @@ def _roll_axis(x: Value, shape: list[int], dim: int, shift: int) -> Value:
         return x
 
     def part(begin: int, end: int) -> Value:
-        starts = [0] * len(shape)
-        ends = list(shape)
+        # Core AI clamps slice ends to the size: the int32 maximum means "to the end".
+        starts = [0] * rank
+        ends = [np.iinfo(np.int32).max] * rank
         starts[dim], ends[dim] = begin, end
         return coreai.slice_(
             x,
             np.array(starts, dtype=np.int32),
             np.array(ends, dtype=np.int32),
-            np.ones(len(shape), dtype=np.int32),
+            np.ones(rank, dtype=np.int32),
         )
 
     return coreai.concat(np.int32(dim), [part(size - shift, size), part(0, size - shift)])
+
+
+@register_lowering(aten.as_strided.default, aten.as_strided_copy.default)
+def as_strided(ctx: LoweringContext, node: fx.Node) -> Value:
+    """A strided view of a contiguous tensor, as reshape, slice, transpose and broadcast.
+
+    Core AI values have no strides, so only views that pick every element at
+    most once are lowered: sorted by stride, each dimension's stride must be a
+    multiple of the next one's and span all of it (dims of size 1 do not count,
+    stride 0 broadcasts). The flat input, from the storage offset on, is then
+    reshaped so that each dimension is a slice of its own axis. Overlapping
+    windows (``unfold``-style strides) are refused with the strides named.
+    """
+    source = ctx.arg("self")
+    fake = ctx.fake(source)
+    size, stride = list(ctx.arg("size")), list(ctx.arg("stride"))
+    offset = ctx.arg("storage_offset")
+    offset = fake.storage_offset() if offset is None else offset
+
+    def refuse(why: str) -> NotImplementedError:
+        return NotImplementedError(
+            f"{node.name}: as_strided with sizes {size}, strides {stride} and storage offset "
+            f"{offset} {why}; Core AI tensors have no strides. Express the view with "
+            "reshape, permute, slicing or expand instead"
+        )
+
+    if not ctx.is_static([*size, *stride, offset, *fake.shape, *fake.stride()]):
+        raise refuse("has symbolic entries")
+    if not fake.is_contiguous():
+        raise refuse(f"reads a non-contiguous tensor (strides {list(fake.stride())})")
+    kept = [d for d in range(len(size)) if size[d] != 1 and stride[d] != 0]
+    if any(stride[d] < 0 for d in kept):
+        raise refuse("has negative strides")
+    order = sorted(kept, key=lambda d: -stride[d])
+    for outer, inner in itertools.pairwise(order):
+        if stride[outer] % stride[inner] or stride[outer] < stride[inner] * size[inner]:
+            raise refuse("reads some elements more than once (overlapping windows)")
+    start = offset - fake.storage_offset()
+    total = int(fake.numel())
+    innermost = stride[order[-1]] if order else 1
+    # [size0, e1, ..., em, innermost], where e_k = stride[k-1] / stride[k].
+    blocks = [size[order[0]]] if order else [1]
+    blocks += [stride[a] // stride[b] for a, b in itertools.pairwise(order)]
+    blocks.append(innermost)
+    span = int(np.prod(blocks))
+    flat = coreai.reshape(ctx.value(source), np.array([-1], dtype=np.int32))
+    end = min(start + span, total)
+    if start < 0 or (start >= total and span > 0):
+        raise refuse(f"starts outside the {total} elements of its input")
+    window = coreai.slice_(flat, _i32([start]), _i32([end]), _i32([1]))
+    if end - start < span:
+        # The last block reaches past the input; the padding is never picked.
+        padding = np.array([0, span - (end - start)], dtype=np.uint32)
+        window = coreai.pad(window, padding, ctx.constant(0, ctx.result_dtype()), "constant")
+    shaped = coreai.reshape(window, np.array(blocks, dtype=np.uint32))
+    ends = [size[d] for d in order] + [1]
+    picked = coreai.slice_(shaped, _i32([0] * len(blocks)), _i32(ends), _i32([1] * len(blocks)))
+    # Back to the requested order, then unit and broadcast dims in place.
+    picked = coreai.reshape(picked, np.array([size[d] for d in order], dtype=np.uint32))
+    if order != sorted(order):
+        positions = sorted(order)
+        picked = coreai.transpose(
+            picked, np.array([order.index(d) for d in positions], dtype=np.uint32)
+        )
+    ones = [size[d] if d in kept else 1 for d in range(len(size))]
+    picked = coreai.reshape(picked, np.array(ones, dtype=np.uint32))
+    if ones != size:
+        picked = coreai.broadcast_to(picked, np.array(size, dtype=np.uint32))
+    return picked
+
+
+def _i32(values: list[int]) -> np.ndarray:
+    return np.array(values, dtype=np.int32)
