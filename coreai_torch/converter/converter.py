@@ -10,14 +10,20 @@ import coreai.authoring
 import torch
 import torch.fx as fx
 from coreai._compiler.dialects import coreai
-from coreai._compiler.ir import Location, Value
+from coreai._compiler.ir import Location
 from coreai.authoring import AIProgram, Context, Module
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
-from . import dtypes
+from . import constants, dtypes
 from .decomp import prepare
-from .graph_lowering import KERNEL_NAMESPACE, GraphLowerer, UserLowering, is_lowerable
+from .graph_lowering import (
+    KERNEL_NAMESPACE,
+    GraphLowerer,
+    UserLowering,
+    is_lowerable,
+    user_lowering,
+)
 from .kernels import kernel_lowering
 from .lowering_context import LoweringContext
 from .mutation import memory_root, mutates_input
@@ -257,9 +263,13 @@ class TorchConverter:
             lowerer.check(entry.program.graph_module)
         with self._context:
             module = Module.create()
-            with module:
-                for entry in entries:
-                    _emit_entry(entry, lowerer)
+            constants.forget()
+            try:
+                with module:
+                    for entry in entries:
+                        _emit_entry(entry, lowerer)
+            finally:
+                constants.forget()
             module.verify()
         return AIProgram(module)
 
@@ -325,15 +335,34 @@ def _emit_entry(entry: _Entry, lowerer: GraphLowerer) -> None:
             symbols.add_source(node.meta["val"], argument)
         symbols.materialize()
         for node in placeholders:
-            if node.name not in ctx.values and node.users:
-                with Location.unknown():
-                    ctx.values[node.name] = _lifted_constant(program, kinds[node.name], node)
+            if node.name in ctx.values or not node.users:
+                continue
+            tensor = _lifted_tensor(program, kinds[node.name], node)
+            if _only_linear_weight(node, lowerer):
+                # ops/linalg.py stores it transposed: no transpose op per linear.
+                ctx.weights[node.name] = tensor
+                continue
+            with Location.unknown():
+                ctx.values[node.name] = dtypes.constant(tensor, tensor.dtype)
         outputs = lowerer.lower_nodes(graph_module, ctx)
         graph.outputs_spec = list(zip(output_names, outputs, strict=True))
 
 
-def _lifted_constant(program: ExportedProgram, spec: Any, node: fx.Node) -> Value:
-    """A parameter, buffer or constant tensor of the program as a Core AI constant."""
+def _only_linear_weight(node: fx.Node, lowerer: GraphLowerer) -> bool:
+    """Whether every use of ``node`` is as the 2-D weight of a built-in ``linear``."""
+    linear = torch.ops.aten.linear.default
+    if node.meta["val"].dim() != 2 or user_lowering(lowerer.user_lowerings, linear):
+        return False
+    return all(
+        user.target == linear
+        and (user.args[1:2] == (node,) or user.kwargs.get("weight") is node)
+        and node not in user.args[:1] + user.args[2:]
+        for user in node.users
+    )
+
+
+def _lifted_tensor(program: ExportedProgram, spec: Any, node: fx.Node) -> torch.Tensor:
+    """The parameter, buffer or constant tensor behind a placeholder of the program."""
     target = spec.target
     tensor = program.state_dict.get(target)
     if tensor is None:
@@ -345,7 +374,7 @@ def _lifted_constant(program: ExportedProgram, spec: Any, node: fx.Node) -> Valu
             f"placeholder {node.name} ({spec.kind.name} {target}) is a "
             f"{type(tensor).__name__}; only tensor constants are converted"
         )
-    return dtypes.constant(tensor, tensor.dtype)
+    return tensor.detach()
 
 
 def _names(given: list[str] | None, default: list[str], what: str, entry: str) -> list[str]:

@@ -39,12 +39,21 @@ def _qualified_names(target: Any) -> list[str]:
 
 
 def kernel_name(target: Any) -> str | None:
-    if isinstance(target, OpOverload) and target.namespace == KERNEL_NAMESPACE:
-        return target.name().split("::", 1)[1].split(".", 1)[0]
-    return None
+    """The kernel a call target runs (a ``coreai_metal_kernels`` op), or ``None``."""
+    if not isinstance(target, OpOverload):
+        return None
+    if target not in _KERNEL_NAMES:
+        name = target.name().split("::", 1)[1].split(".", 1)[0]
+        _KERNEL_NAMES[target] = name if target.namespace == KERNEL_NAMESPACE else None
+    return _KERNEL_NAMES[target]
+
+
+_KERNEL_NAMES: dict[OpOverload, str | None] = {}
 
 
 def user_lowering(user_lowerings: dict[str, UserLowering], target: Any) -> UserLowering | None:
+    if not user_lowerings:
+        return None
     for name in _qualified_names(target):
         if name in user_lowerings:
             return user_lowerings[name]
@@ -139,7 +148,7 @@ class GraphLowerer:
         self, graph_module: fx.GraphModule, inputs: list[Value], parent: LoweringContext
     ) -> list[Value]:
         """Lower a sub-graph (a ``torch.cond`` branch) inline with ``inputs`` bound."""
-        ctx = LoweringContext(parent.symbols, graph_module)
+        ctx = LoweringContext(parent.symbols, graph_module, parent.locations)
         placeholders = [n for n in graph_module.graph.nodes if n.op == "placeholder"]
         if len(placeholders) != len(inputs):
             raise ValueError(
@@ -204,6 +213,8 @@ def _call_key(node: fx.Node, canonical: dict[fx.Node, fx.Node]) -> Any:
     def canon(value: Any) -> Any:
         if isinstance(value, fx.Node):
             return canonical.get(value, value)
+        if isinstance(value, int | str | bool | None):
+            return type(value), value
         if isinstance(value, list | tuple):
             return tuple(canon(v) for v in value)
         if isinstance(value, dict):
@@ -256,6 +267,8 @@ def _checked_one(node: fx.Node, value: Any, fake: Any) -> Any:
     actual = value.type
     if not isinstance(actual, RankedTensorType):
         return value
+    if dtypes.is_supported(fake.dtype) and actual == dtypes.tensor_type(fake):
+        return value  # the common case: exactly the type torch's sizes give
     if actual.rank != fake.dim():
         raise TypeError(f"lowering produced rank {actual.rank}, torch has rank {fake.dim()}")
     if dtypes.is_supported(fake.dtype) and actual.element_type != dtypes.element_type(fake.dtype):

@@ -15,6 +15,7 @@ from coreai.authoring import CompileUnitScope, DebugInfo, FileInfo
 
 from . import dtypes
 from .arguments import Arguments
+from .constants import i32, small_constant
 from .errors import source_line
 from .symbolic import SymbolTable, index_constant
 
@@ -31,8 +32,20 @@ class LoweringContext:
     :meth:`arg` reads that node's arguments by the names of its op's schema.
     """
 
-    def __init__(self, symbols: SymbolTable, graph_module: fx.GraphModule) -> None:
+    def __init__(
+        self,
+        symbols: SymbolTable,
+        graph_module: fx.GraphModule,
+        locations: dict[str, Location] | None = None,
+    ) -> None:
         self.values: dict[str, Value | list[Value]] = {}
+        # Source location per stack trace, shared with the contexts of sub-graphs.
+        self.locations: dict[str, Location] = {} if locations is None else locations
+        # 0-d constants of Python numbers, built once per graph block.
+        self._scalars: dict[tuple[Any, ...], Value] = {}
+        # Parameters that only a linear reads, as tensors: ops/linalg.py makes
+        # each a constant of the transposed weight.
+        self.weights: dict[str, torch.Tensor] = {}
         self.symbols = symbols
         self.graph_module = graph_module
         self.node: fx.Node | None = None
@@ -50,7 +63,11 @@ class LoweringContext:
     def lowering(self, node: fx.Node) -> Iterator[None]:
         """Make ``node`` the node being lowered; ops built meanwhile carry its location."""
         saved = self.node, self.loc, self._args
-        self.node, self.loc, self._args = node, node_location(node), None
+        trace = node.meta.get("stack_trace") or ""
+        loc = self.locations.get(trace)
+        if loc is None:
+            loc = self.locations[trace] = node_location(node)
+        self.node, self.loc, self._args = node, loc, None
         try:
             with self.loc:
                 yield
@@ -139,8 +156,17 @@ class LoweringContext:
     # -- constants and types --------------------------------------------------
 
     def constant(self, value: Any, dtype: torch.dtype) -> Value:
-        """A constant of torch ``dtype`` (narrowed to what the IR stores)."""
-        return dtypes.constant(value, dtype)
+        """A constant of torch ``dtype`` (narrowed to what the IR stores).
+
+        A Python number gives a 0-d constant, made once per graph and reused.
+        """
+        if not isinstance(value, bool | int | float):
+            return dtypes.constant(value, dtype)
+        key = (type(value), repr(value), dtype)
+        found = self._scalars.get(key)
+        if found is None:
+            found = self._scalars[key] = dtypes.constant(value, dtype)
+        return found
 
     def tensor_type(self, fake: torch.Tensor) -> RankedTensorType:
         """The IR tensor type of a fake tensor; symbolic sizes become dynamic dims."""
@@ -184,20 +210,20 @@ class LoweringContext:
     def is_static(self, sizes: Iterable[Any]) -> bool:
         return all(isinstance(s, int) and not isinstance(s, bool) for s in sizes)
 
-    def shape_tensor(self, sizes: Sequence[Any], unsigned: bool = True) -> np.ndarray | Value:
+    def shape_tensor(self, sizes: Sequence[Any], unsigned: bool = True) -> Value | np.ndarray:
         """A 1-D size vector (ui32, or si32) from ints, SymInts and FX nodes.
 
-        Static sizes give a numpy array, to pass straight to an op builder:
-        the builder makes the constant in the element type the op needs and
-        reads the sizes to infer a static result type. (Given an already-built
-        constant, ``broadcast_to`` and any builder that must cast it first
-        infer fully dynamic results.) Symbolic sizes give a computed value.
+        Static sizes give a constant in exactly the element type the op needs
+        (shared, see ``constants.py``), from which the builder infers a static
+        result type. (A constant of another element type would make the builder
+        cast it first, and infer fully dynamic results.) Symbolic sizes give a
+        computed value.
         """
         np_type = np.uint32 if unsigned else np.int32
         if self.is_static(sizes):
-            return np.array([int(s) for s in sizes], dtype=np_type)
-        pieces = [coreai.expand_dims(self.scalar(s), np.array([0], dtype=np.int32)) for s in sizes]
-        vector = pieces[0] if len(pieces) == 1 else coreai.concat(np.int32(0), pieces)
+            return small_constant(np.array([int(s) for s in sizes], dtype=np_type))
+        pieces = [coreai.expand_dims(self.scalar(s), i32([0])) for s in sizes]
+        vector = pieces[0] if len(pieces) == 1 else coreai.concat(i32(0), pieces)
         return coreai.cast(vector, np_type) if unsigned else vector
 
     def shape_of(self, arg: Any) -> np.ndarray | Value:

@@ -46,7 +46,13 @@ aten = torch.ops.aten
 
 def mutates_input(target: Any) -> bool:
     """In-place and ``out=`` ops: their schema marks an argument as written."""
-    return isinstance(target, OpOverload) and target._schema.is_mutable
+    found = _MUTATES.get(target)
+    if found is None:
+        found = _MUTATES[target] = isinstance(target, OpOverload) and target._schema.is_mutable
+    return found
+
+
+_MUTATES: dict[Any, bool] = {}
 
 
 def functional_target(target: Any) -> OpOverload | None:

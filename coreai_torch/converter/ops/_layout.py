@@ -18,15 +18,8 @@ from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import RankedTensorType, ShapedType, Value
 
 from .. import dtypes
+from ..constants import i32, u32
 from ..lowering_context import LoweringContext
-
-
-def u32(values: Sequence[int] | int) -> np.ndarray:
-    return np.array(values, dtype=np.uint32)
-
-
-def i32(values: Sequence[int] | int) -> np.ndarray:
-    return np.array(values, dtype=np.int32)
 
 
 def rank(value: Value) -> int:
@@ -107,7 +100,7 @@ def take(value: Value, axis: int, indices: np.ndarray | Value) -> Value:
     order = [axis, *[d for d in range(n) if d != axis]]
     front = permute(value, order)
     if isinstance(indices, np.ndarray):
-        columns = i32(indices.reshape(-1, 1))
+        columns = indices.reshape(-1, 1).astype(np.int32)
     else:
         columns = unsqueeze(indices, -1)
     picked = coreai.gather_nd(front, columns)

@@ -13,6 +13,7 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Value
 
+from ..constants import i32
 from ..lowering_context import LoweringContext
 from ..registry import register_lowering
 from ._common import normalize_dim
@@ -35,7 +36,7 @@ def cat(ctx: LoweringContext, node: fx.Node) -> Value:
     values = [ctx.value(t, dtype) for t in kept or tensors]
     if len(values) == 1:
         return values[0]
-    return coreai.concat(np.int32(normalize_dim(dim, rank)), values)
+    return coreai.concat(i32(normalize_dim(dim, rank)), values)
 
 
 def _is_zero(size) -> bool:

@@ -83,8 +83,18 @@ def lower_matmul(ctx: LoweringContext, node: fx.Node) -> Value:
 def lower_linear(ctx: LoweringContext, node: fx.Node) -> Value:
     dtype = ctx.result_dtype()
     x = ctx.value(ctx.arg("input"), dtype)
-    weight = ctx.value(ctx.arg("weight"), dtype)
-    weight_t = swap_last_two(weight) if rank(weight) == 2 else weight
+    weight_arg = ctx.arg("weight")
+    stored = ctx.weights.get(weight_arg.name)
+    if stored is not None:
+        # A parameter only linears read: one constant of the transposed weight
+        # (kept under a name no FX node has, for the other linears using it).
+        key = f"{weight_arg.name}.T"
+        if key not in ctx.values:
+            ctx.values[key] = ctx.constant(stored.t().contiguous(), dtype)
+        weight_t = ctx.cast(ctx.values[key], dtype)
+    else:
+        weight = ctx.value(weight_arg, dtype)
+        weight_t = swap_last_two(weight) if rank(weight) == 2 else weight
     out = matmul(x, weight_t)
     bias = ctx.arg("bias")
     if bias is None:

@@ -179,9 +179,9 @@ def lower_avg_pool2d(ctx: LoweringContext, node: fx.Node) -> Value:
     x = window.pad(ctx, x, far, ctx.constant(0, dtype))
     summed = coreai.sumpool2d(
         x,
-        coreai.constant(u32(window.kernel)),
-        coreai.constant(u32(window.stride)),
-        coreai.constant(u32([1, 1])),
+        u32(window.kernel),
+        u32(window.stride),
+        u32([1, 1]),
     )
     pooled = coreai.broadcasting_divide(summed, ctx.constant(torch.tensor(divisor), dtype))
     return squeeze(pooled, [0]) if unbatched else pooled

@@ -16,9 +16,11 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import RankedTensorType, ShapedType, Value
 
+from ..constants import i32
 from ..lowering_context import LoweringContext
 from ..registry import register_lowering
 from ._common import as_list, normalize_dim
+from ._layout import permute
 
 aten = torch.ops.aten
 
@@ -61,17 +63,11 @@ register_lowering(
 )(_identity)
 
 
-def _transpose(x: Value, permutation: list[int]) -> Value:
-    if permutation == sorted(permutation):
-        return x
-    return coreai.transpose(x, np.array(permutation, dtype=np.uint32))
-
-
 @register_lowering(aten.permute.default, aten.permute_copy.default)
-def permute(ctx: LoweringContext, node: fx.Node) -> Value:
+def lower_permute(ctx: LoweringContext, node: fx.Node) -> Value:
     source = ctx.arg("self")
     rank = ctx.rank(source)
-    return _transpose(ctx.value(source), [normalize_dim(d, rank) for d in ctx.arg("dims")])
+    return permute(ctx.value(source), [normalize_dim(d, rank) for d in ctx.arg("dims")])
 
 
 @register_lowering(aten.transpose.int)
@@ -81,21 +77,21 @@ def transpose(ctx: LoweringContext, node: fx.Node) -> Value:
     permutation = list(range(rank))
     a, b = normalize_dim(a, rank), normalize_dim(b, rank)
     permutation[a], permutation[b] = permutation[b], permutation[a]
-    return _transpose(ctx.value(source), permutation)
+    return permute(ctx.value(source), permutation)
 
 
 @register_lowering(aten.mT.default)
-def matrix_transpose(ctx: LoweringContext, node: fx.Node) -> Value:
+def matrixpermute(ctx: LoweringContext, node: fx.Node) -> Value:
     source = ctx.arg("self")
     rank = ctx.rank(source)
     permutation = [*range(rank - 2), rank - 1, rank - 2]
-    return _transpose(ctx.value(source), permutation)
+    return permute(ctx.value(source), permutation)
 
 
 @register_lowering(aten.t.default, aten.numpy_T.default)
 def t(ctx: LoweringContext, node: fx.Node) -> Value:
     source = ctx.arg("self")
-    return _transpose(ctx.value(source), list(range(ctx.rank(source)))[::-1])
+    return permute(ctx.value(source), list(range(ctx.rank(source)))[::-1])
 
 
 @register_lowering(aten.expand.default, aten.expand_copy.default, aten.broadcast_to.default)
@@ -107,7 +103,7 @@ def expand(ctx: LoweringContext, node: fx.Node) -> Value:
 def unsqueeze(ctx: LoweringContext, node: fx.Node) -> Value:
     source = ctx.arg("self")
     dim = normalize_dim(ctx.arg("dim"), ctx.rank(source) + 1)
-    return coreai.expand_dims(ctx.value(source), np.array([dim], dtype=np.int32))
+    return coreai.expand_dims(ctx.value(source), i32([dim]))
 
 
 @register_lowering(
@@ -130,7 +126,7 @@ def squeeze(ctx: LoweringContext, node: fx.Node) -> Value:
     x = ctx.value(source)
     if not axes:
         return x
-    return coreai.shrink_dims(x, np.array(axes, dtype=np.int32))
+    return coreai.shrink_dims(x, i32(axes))
 
 
 def _is_one(size: Any) -> bool:
@@ -152,12 +148,7 @@ def _slice(
     static = ctx.is_static([start, length]) and ctx.is_static(fake.shape)
     if static:
         ends[dim] = start + (length - 1) * step + 1 if length > 0 else start
-        return coreai.slice_(
-            x,
-            np.array(starts, dtype=np.int32),
-            np.array(ends, dtype=np.int32),
-            np.array(strides, dtype=np.int32),
-        )
+        return coreai.slice_(x, i32(starts), i32(ends), i32(strides))
     # end = start + (length - 1) * step + 1 computed in the program. A zero
     # length gives end = start - step + 1 <= start: an empty slice as well.
     span = coreai.broadcasting_mul(
@@ -184,8 +175,8 @@ def _slice(
 
 
 def _vector(scalars: list[Value]) -> Value:
-    pieces = [coreai.expand_dims(s, np.array([0], dtype=np.int32)) for s in scalars]
-    return pieces[0] if len(pieces) == 1 else coreai.concat(np.int32(0), pieces)
+    pieces = [coreai.expand_dims(s, i32([0])) for s in scalars]
+    return pieces[0] if len(pieces) == 1 else coreai.concat(i32(0), pieces)
 
 
 def _start(size: Any, start: Any) -> Any:
@@ -225,7 +216,7 @@ def select(ctx: LoweringContext, node: fx.Node) -> Value:
     size = ctx.fake(source).shape[dim]
     start = size + index if isinstance(index, int) and index < 0 else index
     picked = _slice(ctx, source, dim, start, 1, 1)
-    return coreai.shrink_dims(picked, np.array([dim], dtype=np.int32))
+    return coreai.shrink_dims(picked, i32([dim]))
 
 
 @register_lowering(aten.flip.default)
@@ -277,14 +268,9 @@ def _roll_axis(x: Value, rank: int, dim: int, size: int, shift: int) -> Value:
         starts = [0] * rank
         ends = [np.iinfo(np.int32).max] * rank
         starts[dim], ends[dim] = begin, end
-        return coreai.slice_(
-            x,
-            np.array(starts, dtype=np.int32),
-            np.array(ends, dtype=np.int32),
-            np.ones(rank, dtype=np.int32),
-        )
+        return coreai.slice_(x, i32(starts), i32(ends), i32([1] * rank))
 
-    return coreai.concat(np.int32(dim), [part(size - shift, size), part(0, size - shift)])
+    return coreai.concat(i32(dim), [part(size - shift, size), part(0, size - shift)])
 
 
 @register_lowering(aten.as_strided.default, aten.as_strided_copy.default)
