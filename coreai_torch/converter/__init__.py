@@ -5,7 +5,8 @@ import coreai.authoring  # noqa: F401  (coreai-core needs this before its dialec
 from .converter import TorchConverter
 from .decomp import get_decomp_table
 from .errors import UnsupportedOpsError
-from .registry import LoweringContext, register_lowering
+from .lowering_context import LoweringContext
+from .registry import register_lowering
 
 __all__ = [
     "LoweringContext",

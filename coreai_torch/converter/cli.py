@@ -8,8 +8,12 @@ The model file is a Python file that defines::
 
 Every ``TorchMetalKernel`` defined at the top level of the file (or returned by
 an optional ``kernels()`` function) is registered with the converter. The asset
-is written under a temporary name next to the destination and renamed into
-place, so an interrupted run never leaves a half-written asset behind.
+is written by ``asset_writer.py``: staged beside the destination and renamed
+into place, so an interrupted run never leaves a half-written asset behind, and
+the staging directory of a killed run is removed by the next run.
+
+Exit codes: 0 written; 1 the model file, the export or the conversion failed,
+or the asset could not be written; 2 bad command-line arguments.
 """
 
 from __future__ import annotations
@@ -17,14 +21,14 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import shutil
 import sys
-import tempfile
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from .asset_writer import AssetWriteError, write_asset_atomically
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,9 +63,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         module = _load_model_file(args.model_file)
-        program = _convert(module, args)
+        program, data_bytes = _convert(module, args)
     except _UserError as error:
         print(f"error: {error}", file=sys.stderr)
+        return 1
+    except SystemExit as exit_:
+        print(
+            f"error: {args.model_file} called sys.exit({exit_.code!r}) before the model was "
+            "converted; get_model(), example_inputs() and the model itself must return "
+            "normally. Nothing was written.",
+            file=sys.stderr,
+        )
         return 1
     except Exception as error:  # a conversion failure: show it without a traceback wall
         print(f"error: converting {args.model_file} failed:\n{error}", file=sys.stderr)
@@ -70,7 +82,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     if args.print_ir:
         print(program)
-    write_asset_atomically(program, output)
+    try:
+        write_asset_atomically(program, output, data_bytes)
+    except AssetWriteError as error:
+        print(f"error: {error.strerror}", file=sys.stderr)
+        return 1
     print(f"wrote {output}", file=sys.stderr)
     return 0
 
@@ -105,7 +121,7 @@ def _names(text: str | None) -> list[str] | None:
     return None if text is None else [name.strip() for name in text.split(",") if name.strip()]
 
 
-def _convert(module: ModuleType, args: argparse.Namespace) -> Any:
+def _convert(module: ModuleType, args: argparse.Namespace) -> tuple[Any, int]:
     import torch
 
     from .converter import TorchConverter
@@ -123,26 +139,10 @@ def _convert(module: ModuleType, args: argparse.Namespace) -> Any:
         output_names=_names(args.output_names),
         entrypoint_name=args.entrypoint,
     )
-    return converter.to_coreai()
+    return converter.to_coreai(), _constant_bytes(exported)
 
 
-def write_asset_atomically(program: Any, destination: Path) -> None:
-    """Save ``program`` to ``destination`` (an .aimodel directory) atomically.
-
-    The asset is built in a temporary directory beside the destination (same
-    file system, so the final rename is atomic) and then renamed over it.
-    """
-    destination = destination.resolve()
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{destination.stem}-", dir=destination.parent))
-    try:
-        built = staging / destination.name
-        program.save_asset(built)
-        if destination.exists():
-            # A directory cannot be replaced in one rename: move the old one
-            # aside first, so the destination is never missing for longer.
-            old = staging / "previous"
-            os.replace(destination, old)
-        os.replace(built, destination)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+def _constant_bytes(program: Any) -> int:
+    """The size of the parameters, buffers and constants an asset of ``program`` stores."""
+    tensors = [*program.state_dict.values(), *program.constants.values()]
+    return sum(t.numel() * t.element_size() for t in tensors if hasattr(t, "element_size"))

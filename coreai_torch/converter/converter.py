@@ -10,19 +10,28 @@ import coreai.authoring
 import torch
 import torch.fx as fx
 from coreai._compiler.dialects import coreai
-from coreai._compiler.ir import Location, Value
+from coreai._compiler.ir import Location
 from coreai.authoring import AIProgram, Context, Module
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
-from . import dtypes
+from . import constants, dtypes
 from .decomp import prepare
-from .graph_lowering import KERNEL_NAMESPACE, GraphLowerer, UserLowering, is_lowerable
+from .graph_lowering import (
+    KERNEL_NAMESPACE,
+    GraphLowerer,
+    UserLowering,
+    is_lowerable,
+    user_lowering,
+)
 from .kernels import kernel_lowering
-from .registry import LoweringContext, lookup
+from .lowering_context import LoweringContext
+from .mutation import memory_root, mutates_input
+from .registry import lookup
 from .symbolic import SymbolTable
 
-_RESERVED_NAMESPACES = ("aten", "prims", "higher_order", "coreai", "coreaix")
+# Namespaces whose ops the converter itself must lower (control flow, Core AI ops).
+_NOT_OVERRIDABLE = ("higher_order", "coreai", "coreaix")
 
 
 @dataclass
@@ -89,9 +98,9 @@ class TorchConverter:
         return self
 
     def register_torch_lowering(
-        self, op_name: str, *, allow_override: bool = False
+        self, qualified_name: str, allow_override: bool = False
     ) -> Callable[[UserLowering], UserLowering]:
-        """Decorator: lower ``op_name`` (``"namespace::op.overload"``) with a function.
+        """Decorator: lower the op ``qualified_name`` (``"namespace::op.overload"``).
 
         The function has the signature of Apple's coreai-torch,
         ``fn(values_map, node, loc) -> Value | list[Value]``: ``values_map`` maps
@@ -100,24 +109,31 @@ class TorchConverter:
         ``coreai._compiler.dialects.coreai``. An op that already has a lowering
         (built in, a registered kernel, or an earlier call) raises ``ValueError``
         unless ``allow_override=True``.
+
+        Example::
+
+            @converter.register_torch_lowering("my_lib::scaled_add", allow_override=False)
+            def lower(values_map, node, loc):
+                x, y = (values_map[a.name] for a in node.args[:2])
+                return coreai.broadcasting_add(x, y, loc=loc)
         """
-        namespace, _, rest = op_name.partition("::")
+        namespace, _, rest = qualified_name.partition("::")
         if not namespace or not rest:
             raise ValueError(
                 f"register_torch_lowering expects 'namespace::op' or 'namespace::op.overload', "
-                f"got {op_name!r}"
+                f"got {qualified_name!r}"
             )
         if not allow_override:
             if self._has_lowering(namespace, rest):
                 raise ValueError(
-                    f"{op_name!r} is already registered; pass allow_override=True to replace "
-                    "its lowering"
+                    f"{qualified_name!r} is already registered; pass allow_override=True to "
+                    "replace its lowering"
                 )
-        elif namespace in _RESERVED_NAMESPACES[2:]:
+        elif namespace in _NOT_OVERRIDABLE:
             raise ValueError(f"ops of the reserved namespace {namespace!r} cannot be overridden")
 
         def decorator(function: UserLowering) -> UserLowering:
-            self._user_lowerings[op_name] = function
+            self._user_lowerings[qualified_name] = function
             return function
 
         return decorator
@@ -247,9 +263,13 @@ class TorchConverter:
             lowerer.check(entry.program.graph_module)
         with self._context:
             module = Module.create()
-            with module:
-                for entry in entries:
-                    _emit_entry(entry, lowerer)
+            constants.forget()
+            try:
+                with module:
+                    for entry in entries:
+                        _emit_entry(entry, lowerer)
+            finally:
+                constants.forget()
             module.verify()
         return AIProgram(module)
 
@@ -262,9 +282,17 @@ class TorchConverter:
 def _reject_state(program: ExportedProgram, entrypoint_name: str) -> None:
     signature = program.graph_signature
     mutated = [*signature.buffers_to_mutate.values(), *signature.user_inputs_to_mutate.values()]
+    # A raw export keeps such writes as in-place ops on the placeholder itself.
+    placeholders = {spec.arg.name: spec.target or spec.arg.name for spec in signature.input_specs}
+    for node in program.graph.nodes:
+        if node.op == "call_function" and mutates_input(node.target):
+            root = memory_root(node)
+            if root.op == "placeholder":
+                mutated.append(placeholders.get(root.name, root.name))
     if mutated:
+        names = sorted(set(mutated))
         raise NotImplementedError(
-            f"entry point {entrypoint_name!r}: the program mutates {sorted(mutated)} in place; "
+            f"entry point {entrypoint_name!r}: the program mutates {names} in place; "
             "stateful programs are not converted yet. Return the new value instead of "
             "mutating it."
         )
@@ -307,15 +335,34 @@ def _emit_entry(entry: _Entry, lowerer: GraphLowerer) -> None:
             symbols.add_source(node.meta["val"], argument)
         symbols.materialize()
         for node in placeholders:
-            if node.name not in ctx.values and node.users:
-                with Location.unknown():
-                    ctx.values[node.name] = _lifted_constant(program, kinds[node.name], node)
+            if node.name in ctx.values or not node.users:
+                continue
+            tensor = _lifted_tensor(program, kinds[node.name], node)
+            if _only_linear_weight(node, lowerer):
+                # ops/linalg.py stores it transposed: no transpose op per linear.
+                ctx.weights[node.name] = tensor
+                continue
+            with Location.unknown():
+                ctx.values[node.name] = dtypes.constant(tensor, tensor.dtype)
         outputs = lowerer.lower_nodes(graph_module, ctx)
         graph.outputs_spec = list(zip(output_names, outputs, strict=True))
 
 
-def _lifted_constant(program: ExportedProgram, spec: Any, node: fx.Node) -> Value:
-    """A parameter, buffer or constant tensor of the program as a Core AI constant."""
+def _only_linear_weight(node: fx.Node, lowerer: GraphLowerer) -> bool:
+    """Whether every use of ``node`` is as the 2-D weight of a built-in ``linear``."""
+    linear = torch.ops.aten.linear.default
+    if node.meta["val"].dim() != 2 or user_lowering(lowerer.user_lowerings, linear):
+        return False
+    return all(
+        user.target == linear
+        and (user.args[1:2] == (node,) or user.kwargs.get("weight") is node)
+        and node not in user.args[:1] + user.args[2:]
+        for user in node.users
+    )
+
+
+def _lifted_tensor(program: ExportedProgram, spec: Any, node: fx.Node) -> torch.Tensor:
+    """The parameter, buffer or constant tensor behind a placeholder of the program."""
     target = spec.target
     tensor = program.state_dict.get(target)
     if tensor is None:
@@ -327,9 +374,7 @@ def _lifted_constant(program: ExportedProgram, spec: Any, node: fx.Node) -> Valu
             f"placeholder {node.name} ({spec.kind.name} {target}) is a "
             f"{type(tensor).__name__}; only tensor constants are converted"
         )
-    tensor = tensor.detach()
-    ctx = LoweringContext(SymbolTable())
-    return ctx.constant(tensor, tensor.dtype)
+    return tensor.detach()
 
 
 def _names(given: list[str] | None, default: list[str], what: str, entry: str) -> list[str]:

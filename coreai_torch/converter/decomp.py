@@ -7,12 +7,14 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch._ops import OpOverload
+import torch.fx as fx
 from torch.export import ExportedProgram
 
 from . import ops  # noqa: F401  (registers the lowerings whose ops stay undecomposed)
 from .graph_lowering import all_call_nodes
+from .mutation import mutates_input, unsupported_mutations
 from .registry import ops_kept_in_export
+from .vmap import unsupported_batched
 
 
 def get_decomp_table() -> dict:
@@ -40,13 +42,23 @@ def prepare(program: ExportedProgram, is_lowerable: Callable[[Any], bool]) -> Ex
     times the cost of lowering a small transformer, so a program whose ops all
     have lowerings (``is_lowerable(target)``) is converted as it is: the raw
     output of ``torch.export.export`` for common models, and any program
-    already decomposed with :func:`get_decomp_table`. Otherwise the whole
-    program is decomposed with that table, which also functionalizes in-place
-    ops; our kernel ops (``coreai_metal_kernels::*``) have no decomposition and
-    stay as they are.
+    already decomposed with :func:`get_decomp_table`. In-place ops count as
+    lowerable when ``mutation.py`` can lower them as values. Otherwise the
+    whole program is decomposed with that table, which also functionalizes
+    in-place ops; our kernel ops (``coreai_metal_kernels::*``) have no
+    decomposition and stay as they are.
     """
     nodes = all_call_nodes(program.graph_module)
-    if all(_is_functional(n.target) and is_lowerable(n.target) for n in nodes):
+    lowerable = all(mutates_input(n.target) or is_lowerable(n.target) for n in nodes)
+    if (
+        lowerable
+        and not unsupported_batched(nodes)
+        and not any(
+            unsupported_mutations(module.graph, is_lowerable)
+            for module in program.graph_module.modules()
+            if isinstance(module, fx.GraphModule)
+        )
+    ):
         return program
     return decompose(program)
 
@@ -63,8 +75,3 @@ def decompose(program: ExportedProgram) -> ExportedProgram:
             category=FutureWarning,
         )
         return program.run_decompositions(get_decomp_table())
-
-
-def _is_functional(target: Any) -> bool:
-    """In-place and out= ops must go through decomposition, which functionalizes them."""
-    return not (isinstance(target, OpOverload) and target._schema.is_mutable)

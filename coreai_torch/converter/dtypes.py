@@ -16,6 +16,7 @@ from collections.abc import Callable
 import ml_dtypes
 import numpy as np
 import torch
+from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import (
     BF16Type,
     F16Type,
@@ -24,6 +25,7 @@ from coreai._compiler.ir import (
     RankedTensorType,
     ShapedType,
     Type,
+    Value,
 )
 
 from ..contract import COREAI_NARROWING
@@ -112,14 +114,23 @@ def torch_dtype_of(ir_type: Type) -> torch.dtype:
     return _FROM_IR[spelling]
 
 
-def tensor_type(fake: torch.Tensor, dtype: torch.dtype | None = None) -> RankedTensorType:
+def tensor_type(fake: torch.Tensor) -> RankedTensorType:
     """The IR tensor type of a (fake) tensor; symbolic sizes become dynamic dims."""
     dims = [
         ShapedType.get_dynamic_size() if isinstance(size, torch.SymInt) else int(size)
         for size in fake.shape
     ]
-    return RankedTensorType.get(dims, element_type(dtype or fake.dtype))
+    return RankedTensorType.get(dims, element_type(fake.dtype))
 
 
-def is_float(dtype: torch.dtype) -> bool:
-    return dtype.is_floating_point
+def constant(value: object, dtype: torch.dtype) -> Value:
+    """A Core AI constant of torch ``dtype`` (narrowed) from a number, array or tensor."""
+    if isinstance(value, torch.Tensor):
+        data = value.detach().cpu()
+        if data.dtype == torch.bfloat16:
+            array = data.float().numpy().astype(numpy_type(dtype))
+        else:
+            array = data.to(narrow(dtype)).numpy()
+    else:
+        array = np.array(value, dtype=numpy_type(dtype))
+    return coreai.constant(array, dtype=element_type(dtype))

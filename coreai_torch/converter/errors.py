@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -25,8 +26,13 @@ class SourceLine:
 def source_line(node: fx.Node) -> SourceLine | None:
     """The innermost user frame recorded for a node (``meta["stack_trace"]``)."""
     trace = node.meta.get("stack_trace")
-    if not trace:
-        return None
+    return _innermost_frame(trace) if trace else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _innermost_frame(trace: str) -> SourceLine | None:
+    # The nodes of one source line (a layer's code, run once per layer) share
+    # their trace: parse each once.
     lines = trace.rstrip().splitlines()
     for index in range(len(lines) - 1, -1, -1):
         match = _FRAME.search(lines[index])

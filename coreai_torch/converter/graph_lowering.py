@@ -1,4 +1,4 @@
-"""The FX walk: lower every node of a graph at the current insertion point."""
+"""The FX walk: lower every live node of a graph at the current insertion point."""
 
 from __future__ import annotations
 
@@ -8,14 +8,17 @@ from typing import Any
 
 import torch
 import torch.fx as fx
+from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Location, RankedTensorType, ShapedType, Value
-from coreai.authoring import CompileUnitScope, DebugInfo, FileInfo
 from torch._ops import HigherOrderOperator, OpOverload
 
 from ..contract import OP_NAMESPACE
 from . import dtypes, ops  # noqa: F401  (importing ops registers the built-in lowerings)
-from .errors import UnsupportedOpsError, describe_target, lowering_context, source_line
-from .registry import LoweringContext, lookup
+from .errors import UnsupportedOpsError, lowering_context, source_line
+from .lowering_context import LoweringContext
+from .mutation import Functionalizer, mutates_input
+from .registry import lookup
+from .vmap import Batching
 
 KERNEL_NAMESPACE = OP_NAMESPACE
 
@@ -26,7 +29,7 @@ UserLowering = Callable[[dict[str, Any], fx.Node, Location], Any]
 KernelLowering = Callable[[LoweringContext, fx.Node], Any]
 
 
-def qualified_names(target: Any) -> list[str]:
+def _qualified_names(target: Any) -> list[str]:
     """The names a user may register a lowering under: ``ns::op.overload``, ``ns::op``."""
     if isinstance(target, OpOverload):
         full = target.name()
@@ -37,13 +40,22 @@ def qualified_names(target: Any) -> list[str]:
 
 
 def kernel_name(target: Any) -> str | None:
-    if isinstance(target, OpOverload) and target.namespace == KERNEL_NAMESPACE:
-        return target.name().split("::", 1)[1].split(".", 1)[0]
-    return None
+    """The kernel a call target runs (a ``coreai_metal_kernels`` op), or ``None``."""
+    if not isinstance(target, OpOverload):
+        return None
+    if target not in _KERNEL_NAMES:
+        name = target.name().split("::", 1)[1].split(".", 1)[0]
+        _KERNEL_NAMES[target] = name if target.namespace == KERNEL_NAMESPACE else None
+    return _KERNEL_NAMES[target]
+
+
+_KERNEL_NAMES: dict[OpOverload, str | None] = {}
 
 
 def user_lowering(user_lowerings: dict[str, UserLowering], target: Any) -> UserLowering | None:
-    for name in qualified_names(target):
+    if not user_lowerings:
+        return None
+    for name in _qualified_names(target):
         if name in user_lowerings:
             return user_lowerings[name]
     return None
@@ -73,12 +85,6 @@ class GraphLowerer:
 
     # -- checks before any IR is built ---------------------------------------
 
-    def _user_lowering(self, target: Any) -> UserLowering | None:
-        return user_lowering(self.user_lowerings, target)
-
-    def is_lowerable(self, target: Any) -> bool:
-        return is_lowerable(target, self.user_lowerings)
-
     def check(self, graph_module: fx.GraphModule) -> None:
         """Raise before conversion: unregistered kernels, then every unsupported op."""
         missing_kernels: dict[str, fx.Node] = {}
@@ -86,9 +92,11 @@ class GraphLowerer:
         for node in all_call_nodes(graph_module):
             name = kernel_name(node.target)
             if name is not None and name not in self.kernel_lowerings:
-                if self._user_lowering(node.target) is None:
+                if user_lowering(self.user_lowerings, node.target) is None:
                     missing_kernels.setdefault(name, node)
-            elif not self.is_lowerable(node.target):
+            elif not (mutates_input(node.target) or is_lowerable(node.target, self.user_lowerings)):
+                # In-place ops are lowered as their out-of-place twins (mutation.py);
+                # decomp.prepare decomposed the programs where that is not possible.
                 unsupported.append(node)
         if missing_kernels:
             details = "; ".join(
@@ -106,14 +114,32 @@ class GraphLowerer:
     # -- lowering --------------------------------------------------------------
 
     def lower_nodes(self, graph_module: fx.GraphModule, ctx: LoweringContext) -> list[Any]:
-        """Lower every call node; placeholders must already be in ``ctx.values``.
+        """Lower every live call node; placeholders must already be in ``ctx.values``.
 
         Returns the graph's output arguments resolved to values.
         """
         ctx.lower_subgraph = lambda gm, inputs: self.lower_subgraph(gm, inputs, ctx)
+        if Functionalizer.needed(graph_module.graph):
+            ctx.functionalizer = Functionalizer(graph_module.graph)
+        if Batching.needed(graph_module.graph):
+            ctx.batching = Batching()
+        live = live_nodes(graph_module.graph)
+        # Calls that repeat an earlier call with the same arguments reuse its
+        # value (the same mask or position table built once per layer): unless
+        # an in-place op can change a value between the two.
+        first_call: dict[Any, fx.Node] | None = None if ctx.functionalizer else {}
+        canonical: dict[fx.Node, fx.Node] = {}
         outputs: list[Any] = []
         for node in graph_module.graph.nodes:
-            if node.op == "call_function":
+            if node.op == "call_function" and node in live:
+                key = _call_key(node, canonical) if first_call is not None else None
+                earlier = first_call.get(key) if key is not None else None
+                if earlier is not None:
+                    canonical[node] = earlier
+                    _reuse(ctx, node, earlier)
+                    continue
+                if key is not None:
+                    first_call[key] = node
                 self._lower_node(node, ctx)
             elif node.op == "output":
                 outputs = [self._output_value(arg, ctx) for arg in _flat(node.args[0])]
@@ -123,7 +149,7 @@ class GraphLowerer:
         self, graph_module: fx.GraphModule, inputs: list[Value], parent: LoweringContext
     ) -> list[Value]:
         """Lower a sub-graph (a ``torch.cond`` branch) inline with ``inputs`` bound."""
-        ctx = LoweringContext(parent.symbols, graph_module)
+        ctx = LoweringContext(parent.symbols, graph_module, parent.locations)
         placeholders = [n for n in graph_module.graph.nodes if n.op == "placeholder"]
         if len(placeholders) != len(inputs):
             raise ValueError(
@@ -141,12 +167,11 @@ class GraphLowerer:
         )
 
     def _lower_node(self, node: fx.Node, ctx: LoweringContext) -> None:
-        ctx.node = node
-        ctx.loc = node_location(node)
         try:
-            with ctx.loc:
+            with ctx.lowering(node):
                 result = self._dispatch(node, ctx)
-            _check_result(node, result)
+                if ctx.batching is None or not ctx.batching.of(node):
+                    result = _checked(node, result)  # batched values carry batch dims
         except Exception as exc:
             exc.add_note(lowering_context(node))
             raise
@@ -157,57 +182,94 @@ class GraphLowerer:
                 ctx.values[f"{node.name}#{index}"] = value
         else:
             ctx.values[node.name] = result
+        if ctx.functionalizer is not None:
+            ctx.functionalizer.record(node)
 
     def _dispatch(self, node: fx.Node, ctx: LoweringContext) -> Any:
         target = node.target
         if target is operator.getitem:
             source, index = node.args
             return ctx.values[source.name][index]
-        user = self._user_lowering(target)
+        user = user_lowering(self.user_lowerings, target)
         if user is not None:
             return user(ctx.values, node, ctx.loc)
         name = kernel_name(target)
         if name is not None:
             return self.kernel_lowerings[name](ctx, node)
-        lowering = lookup(target)
-        if lowering is None:  # check() ran first, so this is a converter bug
-            raise UnsupportedOpsError([node])
+        if mutates_input(target):
+            return ctx.functionalizer.mutate(ctx, node)
+        lowering = lookup(target)  # check() made sure there is one
+        batched = ctx.batching is not None and ctx.batching.involves(node)
+        if batched and not Batching.is_vmap_op(target):
+            return ctx.batching.lower(ctx, node, lowering)
         return lowering(ctx, node)
 
 
-def node_location(node: fx.Node) -> Location:
-    """The user's source line of a node as a Core AI debug location (or unknown).
+def _call_key(node: fx.Node, canonical: dict[fx.Node, fx.Node]) -> Any:
+    """A hashable description of a pure call, with repeated calls mapped to their first."""
+    target = node.target
+    if isinstance(target, HigherOrderOperator) or kernel_name(target) is not None:
+        return None  # regions and kernel calls are lowered each time they appear
 
-    Core AI's rewrite passes accept only its own debug-info locations, so the
-    line goes through the authoring facade rather than ``Location.file``.
+    def canon(value: Any) -> Any:
+        if isinstance(value, fx.Node):
+            return canonical.get(value, value)
+        if isinstance(value, int | str | bool | None):
+            return type(value), value
+        if isinstance(value, list | tuple):
+            return tuple(canon(v) for v in value)
+        if isinstance(value, dict):
+            return tuple(sorted((k, canon(v)) for k, v in value.items()))
+        if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+            return str(value)
+        if isinstance(value, float):
+            return float, repr(value)  # 1 and 1.0 give other dtypes; 0.0 and -0.0 differ
+        return type(value), value
+
+    key = (target, canon(node.args), canon(node.kwargs))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _reuse(ctx: LoweringContext, node: fx.Node, earlier: fx.Node) -> None:
+    value = ctx.values[earlier.name]
+    ctx.values[node.name] = value
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            ctx.values[f"{node.name}#{index}"] = item
+    if ctx.batching is not None and ctx.batching.of(earlier):
+        ctx.batching.levels[node.name] = ctx.batching.of(earlier)
+
+
+def _checked(node: fx.Node, result: Any) -> Any:
+    """``result`` checked against what torch says the node is, with the sizes torch knows.
+
+    A disagreement is a lowering bug. Builders that take computed shapes give
+    results of unknown sizes; those are refined to the sizes torch knows
+    statically, which the verifier of a later op (a concat) may need.
     """
-    where = source_line(node)
-    if where is None:
-        return Location.unknown()
-    debug = DebugInfo.file(where.file, where.line).with_scope(
-        CompileUnitScope(file=FileInfo(where.file))
-    )
-    with debug.activate():
-        return Location.current
-
-
-def _check_result(node: fx.Node, result: Any) -> None:
-    """Catch lowerings whose result disagrees with what torch says the node is."""
     expected = node.meta.get("val")
     if isinstance(result, list | tuple):
-        if isinstance(expected, list | tuple):
-            for value, fake in zip(result, expected, strict=False):
-                _check_one(node, value, fake)
-        return
-    _check_one(node, result, expected)
+        if not isinstance(expected, list | tuple):
+            return result
+        return [
+            _checked_one(node, value, fake)
+            for value, fake in zip(result, list(expected) + [None] * len(result), strict=False)
+        ]
+    return _checked_one(node, result, expected)
 
 
-def _check_one(node: fx.Node, value: Any, fake: Any) -> None:
+def _checked_one(node: fx.Node, value: Any, fake: Any) -> Any:
     if not isinstance(fake, torch.Tensor) or not isinstance(value, Value):
-        return
+        return value
     actual = value.type
     if not isinstance(actual, RankedTensorType):
-        return
+        return value
+    if dtypes.is_supported(fake.dtype) and actual == dtypes.tensor_type(fake):
+        return value  # the common case: exactly the type torch's sizes give
     if actual.rank != fake.dim():
         raise TypeError(f"lowering produced rank {actual.rank}, torch has rank {fake.dim()}")
     if dtypes.is_supported(fake.dtype) and actual.element_type != dtypes.element_type(fake.dtype):
@@ -216,12 +278,21 @@ def _check_one(node: fx.Node, value: Any, fake: Any) -> None:
             f"torch has {fake.dtype} ({dtypes.element_type(fake.dtype)})"
         )
     dynamic = ShapedType.get_dynamic_size()
+    known = list(actual.shape)
     for dim, (got, size) in enumerate(zip(actual.shape, fake.shape, strict=True)):
-        if got != dynamic and not isinstance(size, torch.SymInt) and got != int(size):
+        if isinstance(size, torch.SymInt):
+            continue
+        if got == dynamic:
+            known[dim] = int(size)
+        elif got != int(size):
             raise TypeError(
                 f"lowering produced shape {list(actual.shape)}, torch has {list(fake.shape)} "
                 f"(dimension {dim})"
             )
+    if known == list(actual.shape):
+        return value
+    # A cast to the same element type states the sizes.
+    return coreai.cast(value, RankedTensorType.get(known, actual.element_type))
 
 
 def _flat(args: Any) -> list[Any]:
@@ -233,11 +304,34 @@ def _flat(args: Any) -> list[Any]:
     return [args]
 
 
+def live_nodes(graph: fx.Graph) -> set[fx.Node]:
+    """The nodes the graph's outputs depend on.
+
+    Everything else is dropped from the converted program: a converted program
+    has no side effects, so a call whose results are all unused (a kernel call
+    included) computes nothing the program returns. Run-time assertions that
+    ``torch.export`` inserts are dropped with them; the exporter already
+    checked the shapes they guard.
+    """
+    # An op that mutates an input is kept whatever its users: the program it is
+    # in gets decomposed, which turns the mutation into a value (decomp.py).
+    pending = [n for n in graph.nodes if n.op == "output" or mutates_input(n.target)]
+    live: set[fx.Node] = set()
+    while pending:
+        node = pending.pop()
+        if node in live:
+            continue
+        live.add(node)
+        pending.extend(node.all_input_nodes)
+    return live
+
+
 def all_call_nodes(graph_module: fx.GraphModule) -> list[fx.Node]:
-    """Call nodes of a graph and of the sub-graphs its higher-order ops use."""
+    """Live call nodes of a graph and of the sub-graphs its higher-order ops use."""
     nodes: list[fx.Node] = []
+    live = live_nodes(graph_module.graph)
     for node in graph_module.graph.nodes:
-        if node.op != "call_function":
+        if node.op != "call_function" or node not in live:
             continue
         nodes.append(node)
         if isinstance(node.target, HigherOrderOperator):
@@ -247,13 +341,3 @@ def all_call_nodes(graph_module: fx.GraphModule) -> list[fx.Node]:
                     if isinstance(sub, fx.GraphModule):
                         nodes.extend(all_call_nodes(sub))
     return nodes
-
-
-__all__ = [
-    "GraphLowerer",
-    "all_call_nodes",
-    "describe_target",
-    "is_lowerable",
-    "kernel_name",
-    "qualified_names",
-]

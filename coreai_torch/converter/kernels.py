@@ -41,7 +41,7 @@ from coreai.authoring.tensor_type import TensorType as _TensorTypeFacade
 
 from ..contract import ScalarArg, Specialization, TensorArg, render_coreai_source
 from . import dtypes
-from .registry import LoweringContext
+from .lowering_context import LoweringContext
 
 # Core AI's metal4_kernel takes no 64-bit element types, and the rest of a
 # converted program computes in 32 bits (see dtypes.py). So an int64 tensor
@@ -68,17 +68,18 @@ def kernel_lowering(kernel: Any) -> Callable[[LoweringContext, fx.Node], Any]:
 
 
 def _lower_call(kernel: Any, ctx: LoweringContext, node: fx.Node) -> Value | list[Value]:
-    n_inputs = len(kernel.input_names)
-    n_results = len(kernel.result_names)
-    args = list(node.args)
-    if len(args) != n_inputs + 2 + n_results:
+    # The op's schema names the inputs as the kernel does, then the two thread
+    # settings, then one shape parameter per result (see kernel.py).
+    inputs = [ctx.arg(name) for name in kernel.input_names]
+    grid, group = ctx.arg("threads_per_grid"), ctx.arg("threads_per_thread_group")
+    named = {*kernel.input_names, "threads_per_grid", "threads_per_thread_group"}
+    shapes = [value for name, value in ctx.args.items() if name not in named]
+    if len(shapes) != len(kernel.result_names):
         raise ValueError(
-            f"kernel {kernel.name!r}: the call node {node.name} has {len(args)} arguments, "
-            f"expected {n_inputs} inputs, 2 thread settings and {n_results} result shapes"
+            f"kernel {kernel.name!r}: the call node {node.name} passes {len(shapes)} result "
+            f"shapes for the results {kernel.result_names}; was the program exported with "
+            "another definition of this kernel?"
         )
-    inputs = args[:n_inputs]
-    grid, group = args[n_inputs], args[n_inputs + 1]
-    shapes = args[n_inputs + 2 :]
 
     result_fakes = _result_fakes(kernel, node)
     scalar_values = _scalar_values(kernel, inputs)

@@ -2,14 +2,14 @@
 
 A lowering is registered for one or more ATen overloads (or Python operators
 such as ``operator.mul``, which ``torch.export`` uses for size arithmetic) and
-receives a :class:`LoweringContext` and the node::
+receives a :class:`~.lowering_context.LoweringContext` and the node::
 
     from coreai._compiler.dialects import coreai
-    from coreai_torch.converter.registry import LoweringContext, register_lowering
+    from coreai_torch.converter import LoweringContext, register_lowering
 
     @register_lowering(torch.ops.aten.relu.default)
     def relu(ctx: LoweringContext, node: torch.fx.Node):
-        return coreai.relu(ctx.value(node.args[0]))
+        return coreai.relu(ctx.value(ctx.arg("self")))
 
 It returns one Core AI value, or a list for a node with several results. Ops
 are emitted by calling the builders of ``coreai._compiler.dialects.coreai``:
@@ -19,22 +19,18 @@ the node. See ``README.md`` in this directory.
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import torch
 import torch.fx as fx
-from coreai._compiler.dialects import coreai
-from coreai._compiler.ir import Location, RankedTensorType, ShapedType, Value
+from coreai._compiler.ir import Value
 from torch._ops import OpOverload, OpOverloadPacket
 
-from . import dtypes
-from .symbolic import SymbolTable, index_constant
+if TYPE_CHECKING:
+    from .lowering_context import LoweringContext
 
-LoweringResult = Value | Sequence[Value]
+LoweringResult = Value | Sequence[Value] | None
 Lowering = Callable[["LoweringContext", fx.Node], LoweringResult]
 
 
@@ -82,206 +78,5 @@ def lookup(target: Any) -> Lowering | None:
     return registration.lowering if registration else None
 
 
-def registered_targets() -> list[Any]:
-    return list(_REGISTRY)
-
-
 def ops_kept_in_export() -> list[OpOverload]:
     return [t for t, r in _REGISTRY.items() if r.keep_in_export and isinstance(t, OpOverload)]
-
-
-# Python operators torch.export emits for arithmetic on sizes.
-SIZE_OPERATORS = (
-    operator.add,
-    operator.sub,
-    operator.mul,
-    operator.floordiv,
-    operator.mod,
-    operator.neg,
-)
-
-
-class LoweringContext:
-    """What a lowering needs from the converter while it lowers one graph.
-
-    One context serves a whole FX graph (a ``torch.cond`` branch gets its own).
-    ``node`` and ``loc`` describe the node being lowered right now.
-    """
-
-    def __init__(self, symbols: SymbolTable, graph_module: fx.GraphModule | None = None):
-        self.values: dict[str, Value | list[Value]] = {}
-        self.symbols = symbols
-        self.graph_module = graph_module
-        self.node: fx.Node | None = None
-        self.loc: Location | None = None
-        # Set by the converter: lowers a sub-graph (a torch.cond branch) inline
-        # at the current insertion point, returning its output values.
-        self.lower_subgraph: Callable[[fx.GraphModule, list[Value]], list[Value]] | None = None
-
-    # -- values ---------------------------------------------------------------
-
-    def value(self, arg: Any, dtype: torch.dtype | None = None) -> Value:
-        """The Core AI value of an FX argument.
-
-        A node gives its lowered value; a Python number gives a 0-d constant of
-        ``dtype`` (default: float32, int32 or bool by its Python type); a
-        ``torch.SymInt`` gives its computation; a list of sizes gives a 1-D si32
-        tensor. With ``dtype``, a node's value is cast to it.
-        """
-        if isinstance(arg, fx.Node):
-            found = self.values.get(arg.name)
-            if found is None:
-                raise KeyError(f"node {arg.name} has no lowered value yet")
-            if isinstance(found, list):
-                raise TypeError(f"node {arg.name} has several results; index it first")
-            return self.cast(found, dtype) if dtype is not None else found
-        if isinstance(arg, torch.SymInt):
-            return self.scalar(arg) if dtype is None else self.cast(self.scalar(arg), dtype)
-        if isinstance(arg, bool | int | float):
-            return self.constant(arg, dtype or _python_dtype(arg))
-        if isinstance(arg, list | tuple):
-            sizes = self.shape_tensor(arg, unsigned=False)
-            return sizes if isinstance(sizes, Value) else coreai.constant(sizes)
-        if isinstance(arg, torch.Tensor):
-            return self.constant(arg, dtype or arg.dtype)
-        raise TypeError(f"cannot turn argument {arg!r} ({type(arg).__name__}) into a Core AI value")
-
-    def fake(self, arg: Any = None) -> Any:
-        """The fake value (``meta["val"]``) of a node; of the current node by default."""
-        node = self.node if arg is None else arg
-        if isinstance(node, fx.Node):
-            return node.meta.get("val")
-        return node
-
-    def result_dtype(self, index: int | None = None) -> torch.dtype:
-        """The torch dtype of the current node's result (``index`` for tuples)."""
-        val = self.fake()
-        if index is not None:
-            val = val[index]
-        return val.dtype
-
-    def dtype(self, arg: Any) -> torch.dtype:
-        """The torch dtype of an argument: a node's fake tensor, or a Python scalar's."""
-        val = self.fake(arg)
-        if isinstance(val, torch.Tensor):
-            return val.dtype
-        if isinstance(val, torch.SymInt | int) and not isinstance(val, bool):
-            return torch.int64
-        if isinstance(val, torch.SymFloat | float):
-            return torch.float32
-        if isinstance(val, torch.SymBool | bool):
-            return torch.bool
-        raise TypeError(f"argument {arg!r} has no dtype")
-
-    def rank(self, arg: Any) -> int:
-        val = self.fake(arg)
-        return val.dim() if isinstance(val, torch.Tensor) else 0
-
-    # -- constants and types --------------------------------------------------
-
-    def constant(self, value: Any, dtype: torch.dtype) -> Value:
-        """A constant of torch ``dtype`` (narrowed to what the IR stores)."""
-        if isinstance(value, torch.Tensor):
-            data = value.detach().cpu()
-            if data.dtype == torch.bfloat16:
-                array = data.float().numpy().astype(dtypes.numpy_type(dtype))
-            else:
-                array = data.to(dtypes.narrow(dtype)).numpy()
-        else:
-            array = np.array(value, dtype=dtypes.numpy_type(dtype))
-        return coreai.constant(array, dtype=dtypes.element_type(dtype))
-
-    def element_type(self, dtype: torch.dtype):
-        return dtypes.element_type(dtype)
-
-    def tensor_type(self, fake: torch.Tensor, dtype: torch.dtype | None = None) -> RankedTensorType:
-        return dtypes.tensor_type(fake, dtype)
-
-    def cast(self, value: Value, dtype: torch.dtype | None) -> Value:
-        """``value`` converted to torch ``dtype``; no op when it already is."""
-        if dtype is None:
-            return value
-        target = dtypes.element_type(dtype)
-        if value.type.element_type == target:
-            return value
-        source = dtypes.torch_dtype_of(value.type)
-        if source.is_floating_point and not dtype.is_floating_point and dtype != torch.bool:
-            # Round toward zero explicitly, as torch does. Core AI's rewrite
-            # passes fold cast(cast(x, int), float) to x, which would drop the
-            # truncation if the cast were the only thing doing it.
-            value = _round_toward_zero(value)
-        return coreai.cast(value, RankedTensorType.get(value.type.shape, target))
-
-    # -- sizes ----------------------------------------------------------------
-
-    def size(self, arg: Any, dim: int) -> int | Value:
-        """Size of a tensor argument along ``dim``: an int, or a 0-d si32 value."""
-        val = self.fake(arg)
-        size = val.shape[dim]
-        if isinstance(size, torch.SymInt):
-            return self.scalar(size)
-        return int(size)
-
-    def scalar(self, size: int | torch.SymInt | fx.Node) -> Value:
-        """A 0-d si32 value for a size that may be symbolic."""
-        if isinstance(size, fx.Node):
-            return self.cast(self.value(size), torch.int32)
-        if isinstance(size, torch.SymInt):
-            expr = size.node.expr
-            what = self.node.name if self.node is not None else "size"
-            return self.symbols.lower(expr, what)
-        return index_constant(int(size))
-
-    def is_static(self, sizes: Iterable[Any]) -> bool:
-        return all(isinstance(s, int) and not isinstance(s, bool) for s in sizes)
-
-    def shape_tensor(self, sizes: Sequence[Any], unsigned: bool = True) -> np.ndarray | Value:
-        """A 1-D size vector (ui32, or si32) from ints, SymInts and FX nodes.
-
-        Static sizes give a numpy array, to pass straight to an op builder:
-        the builder makes the constant in the element type the op needs and
-        reads the sizes to infer a static result type. (Given an already-built
-        constant, ``broadcast_to`` and any builder that must cast it first
-        infer fully dynamic results.) Symbolic sizes give a computed value.
-        """
-        np_type = np.uint32 if unsigned else np.int32
-        if self.is_static(sizes):
-            return np.array([int(s) for s in sizes], dtype=np_type)
-        pieces = [coreai.expand_dims(self.scalar(s), np.array([0], dtype=np.int32)) for s in sizes]
-        vector = pieces[0] if len(pieces) == 1 else coreai.concat(np.int32(0), pieces)
-        return coreai.cast(vector, np_type) if unsigned else vector
-
-    def shape_of(self, arg: Any) -> np.ndarray | Value:
-        """The shape of a tensor argument as a ui32 size vector (see :meth:`shape_tensor`)."""
-        val = self.fake(arg)
-        return self.shape_tensor(list(val.shape))
-
-    def dynamic_dims(self, fake: torch.Tensor) -> list[int]:
-        return [
-            ShapedType.get_dynamic_size() if isinstance(s, torch.SymInt) else int(s)
-            for s in fake.shape
-        ]
-
-
-def _round_toward_zero(x: Value) -> Value:
-    element = x.type.element_type
-    one = coreai.constant(np.array(1), dtype=element)
-    zero = coreai.constant(np.array(0), dtype=element)
-    down = coreai.broadcasting_floor_divide(x, one)
-    up = coreai.broadcasting_sub(
-        zero, coreai.broadcasting_floor_divide(coreai.broadcasting_sub(zero, x), one)
-    )
-    return coreai.broadcasting_where(coreai.broadcasting_greater(zero, x), up, down)
-
-
-def _python_dtype(value: bool | int | float) -> torch.dtype:
-    if isinstance(value, bool):
-        return torch.bool
-    if isinstance(value, int):
-        return torch.int32
-    return torch.float32
-
-
-def normalize_dim(dim: int, rank: int) -> int:
-    """A torch dimension index (possibly negative) as 0..rank-1."""
-    return dim + rank if dim < 0 else dim

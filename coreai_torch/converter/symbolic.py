@@ -14,6 +14,8 @@ import torch
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Value
 from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
+from torch.utils._sympy.functions import Max as IntMax
+from torch.utils._sympy.functions import Min as IntMin
 
 
 def index_constant(value: int) -> Value:
@@ -80,9 +82,9 @@ class SymbolTable:
         if isinstance(expr, (Mod, PythonMod)):
             quotient = coreai.broadcasting_floor_divide(args[0], args[1])
             return coreai.broadcasting_sub(args[0], coreai.broadcasting_mul(quotient, args[1]))
-        if isinstance(expr, sympy.Max):
+        if isinstance(expr, sympy.Max | IntMax):
             return _fold(coreai.broadcasting_maximum, args)
-        if isinstance(expr, sympy.Min):
+        if isinstance(expr, sympy.Min | IntMin):
             return _fold(coreai.broadcasting_minimum, args)
         raise ValueError(
             f"{what}: the symbolic size expression {expr} ({type(expr).__name__}) "

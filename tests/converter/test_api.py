@@ -268,3 +268,23 @@ def test_cond_runs_both_branches() -> None:
     for value in (x, -x):
         out = run_program(program, {"x": value})
         torch.testing.assert_close(next(iter(out.values())), Model()(value))
+
+
+def test_register_torch_lowering_takes_apples_parameter_names() -> None:
+    # Apple's signature: register_torch_lowering(qualified_name, allow_override=False).
+    converter = TorchConverter()
+
+    def double(values_map, node, loc):
+        x = values_map[node.args[0].name]
+        return coreai.broadcasting_mul(x, coreai.constant(np.float32(2.0)))
+
+    converter.register_torch_lowering(
+        qualified_name="converter_api_test::mystery.default", allow_override=False
+    )(double)
+    with pytest.raises(ValueError, match="already registered"):
+        converter.register_torch_lowering(qualified_name="converter_api_test::mystery.default")
+    converter.register_torch_lowering("converter_api_test::mystery.default", True)(double)
+    x = torch.tensor([1.0, -3.0])
+    program = torch.export.export(Lambda(torch.ops.converter_api_test.mystery), (x,))
+    out = run_program(converter.add_exported_program(program).to_coreai(), {"args_0": x})
+    torch.testing.assert_close(out["mystery"], 2 * x, rtol=0, atol=0)

@@ -12,12 +12,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from support.coreai_run import run_program
 from torch import nn
 from torch.export import Dim
 
 from coreai_torch import MetalParameter, TorchMetalKernel
 from coreai_torch.contract import ScalarArg, Specialization, TensorArg, render_coreai_source
 from coreai_torch.converter import TorchConverter
+from coreai_torch.converter.decomp import decompose
 from coreai_torch.examples import AddModel, SinCosModel, custom_add, sincos
 
 ID = [MetalParameter("id", "uint", "thread_position_in_grid")]
@@ -223,3 +225,51 @@ def test_symbolic_scalar_is_refused_with_the_kernel_and_argument() -> None:
     converter = TorchConverter().register_custom_kernels([scale]).add_exported_program(program)
     with pytest.raises(ValueError, match="'converter_scale'.*'times'"):
         converter.to_coreai()
+
+
+class UnusedCallsModel(nn.Module):
+    """A kernel call whose only result is unused, and a two-result call of which one is."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _call(custom_add, x, x, shapes=[list(x.shape)])
+        plus, _minus = _call(split_pair, x, shapes=[list(x.shape), list(x.shape)])
+        _sin, _cos = _call(sincos, x, shapes=[list(x.shape), list(x.shape)])
+        return plus * 3
+
+
+def test_kernel_calls_with_unused_results_are_dropped() -> None:
+    x = torch.rand(5)
+    raw = torch.export.export(UnusedCallsModel(), (x,))
+    called = {str(n.target) for n in raw.graph.nodes if n.op == "call_function"}
+    # The raw export keeps the unused calls; decomposition removes them itself.
+    kernels = "coreai_metal_kernels"
+    assert {f"{kernels}.vector_add.default", f"{kernels}.sincos.default"} <= called
+    decomposed = decompose(raw)
+    for program in (raw, decomposed):
+        converter = TorchConverter().register_custom_kernels([custom_add, split_pair, sincos])
+        text = str(converter.add_exported_program(program).to_coreai())
+        assert [name.split("_")[1] for name in _kernel_names(text)] == ["split"], text
+        assert text.count("coreaix.copy_with_constraints") == 1
+
+
+class OnlyUnusedModel(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _call(custom_add, x, x, shapes=[list(x.shape)])
+        return x - 1
+
+
+def test_program_whose_kernel_call_is_unused_runs_without_it() -> None:
+    # With the call gone the program has no metal4_kernel, so the Linux runtime
+    # can run it: the result is the model's.
+    x = torch.linspace(-1, 1, 6)
+    raw = torch.export.export(OnlyUnusedModel(), (x,))
+    for program in (raw, decompose(raw)):
+        converted = (
+            TorchConverter()
+            .register_custom_kernels([custom_add])
+            .add_exported_program(program, input_names=["x"], output_names=["y"])
+            .to_coreai()
+        )
+        assert "metal4_kernel" not in str(converted)
+        # x - 1 in float32 on both sides: exact.
+        torch.testing.assert_close(run_program(converted, {"x": x})["y"], x - 1, rtol=0, atol=0)

@@ -370,6 +370,78 @@ CASES: dict[str, tuple[Callable, list[torch.Tensor], dict]] = {
         [X4],
         EXACT,
     ),
+    # einsum: pairwise batched matmuls (sums of at most 8 products).
+    "einsum_attention": (
+        lambda q, k: torch.einsum("bhld,bhmd->bhlm", q, k),
+        [_randn(2, 2, 3, 4), _randn(2, 2, 5, 4, seed=1)],
+        FP32,
+    ),
+    "einsum_ellipsis": (
+        lambda a, b: torch.einsum("...ij,...jk", a, b),
+        [_randn(2, 3, 4), _randn(4, 5, seed=1)],
+        FP32,
+    ),
+    "einsum_chain": (
+        lambda a, b, c: torch.einsum("ij,jk,kl->il", a, b, c),
+        [_randn(2, 3), _randn(3, 4, seed=1), _randn(4, 5, seed=2)],
+        FP32,
+    ),
+    "einsum_outer_and_sum": (
+        lambda a, b: torch.einsum("i,j->ij", a, b).sum() + torch.einsum("ij->", a[:, None] * b),
+        [_randn(3), _randn(4, seed=1)],
+        FP32,
+    ),
+    "einsum_broadcast_batch": (
+        lambda a, b: torch.einsum("bid,bcd->bc", a, b),
+        [_randn(2, 1, 4), _randn(2, 3, 4, seed=1)],
+        FP32,
+    ),
+    # im2col is a one-hot depthwise convolution: every product is by 1 or 0.
+    "unfold": (lambda x: F.unfold(x, kernel_size=3), [X4], EXACT),
+    "unfold_strided_padded": (
+        lambda x: F.unfold(x, kernel_size=(2, 3), stride=2, padding=1, dilation=(1, 2)),
+        [X4],
+        EXACT,
+    ),
+    # Bicubic weights sum 4 taps per dim, computed like torch's in float32.
+    "bicubic_scale": (
+        lambda x: F.interpolate(x, scale_factor=2, mode="bicubic", align_corners=False),
+        [X4],
+        FP32,
+    ),
+    "bicubic_size_align_corners": (
+        lambda x: F.interpolate(x, size=(9, 4), mode="bicubic", align_corners=True),
+        [X4],
+        FP32,
+    ),
+    "bicubic_fractional_scale": (
+        lambda x: F.interpolate(x, scale_factor=1.7, mode="bicubic", align_corners=False),
+        [X4],
+        FP32,
+    ),
+    "vector_norm_3": (lambda x: torch.linalg.vector_norm(x, 3, dim=(1, 2)), [X3], FP32),
+    "vector_norm_inf": (lambda x: torch.linalg.vector_norm(x, float("inf"), dim=-1), [X3], EXACT),
+    "vector_norm_0": (lambda x: torch.linalg.vector_norm(x.round(), 0), [X3], EXACT),
+    "weight_norm": (
+        lambda v, g: torch._weight_norm(v, g, 0),
+        [_randn(6, 3, 4), _randn(6, 1, 1, seed=1)],
+        FP32,
+    ),
+    "adaptive_avg_pool1d": (lambda x: F.adaptive_avg_pool1d(x, 3), [X3], FP32),
+    "as_strided_reshape_permute": (lambda x: x.as_strided((4, 2, 3), (1, 12, 4)), [X4], EXACT),
+    "as_strided_broadcast_offset": (lambda x: x.as_strided((3, 2), (0, 5), 2), [X3], EXACT),
+    "topk": (lambda x: torch.topk(x, 3, dim=-1), [X3], EXACT),
+    "topk_smallest": (lambda x: torch.topk(x, 2, dim=1, largest=False), [X3], EXACT),
+    "sort_descending": (lambda x: torch.sort(x, dim=-1, descending=True), [X3], EXACT),
+    "argsort_stable": (lambda x: torch.argsort(x.round(), dim=1, stable=True), [X3], EXACT),
+    "repeat_interleave": (lambda x: x.repeat_interleave(3, dim=1), [X3], EXACT),
+    "repeat_interleave_flat": (lambda x: x.repeat_interleave(2), [X3], EXACT),
+    "meshgrid_xy": (
+        lambda a, b: torch.meshgrid(a, b, indexing="xy"),
+        [_randn(3), _randn(4, seed=1)],
+        EXACT,
+    ),
+    "square_and_minimum": (lambda x, y: torch.square(x) + torch.min(x, y), [X3, X3 * 2], EXACT),
 }
 
 
@@ -497,3 +569,43 @@ def test_training_batch_norm_is_refused() -> None:
     stats = [torch.zeros(5), torch.ones(5)]
     message = _conversion_error(lambda x, m, v: F.batch_norm(x, m, v, training=True), [X3, *stats])
     assert "training=True" in message
+
+
+class _Recurrent(torch.nn.Module):
+    def __init__(self, layer: torch.nn.Module) -> None:
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x: torch.Tensor):
+        return self.layer(x)
+
+
+RECURRENT = {
+    "lstm_2_layers_bidirectional": lambda: torch.nn.LSTM(
+        6, 4, 2, batch_first=True, bidirectional=True
+    ),
+    "gru_time_major_bidirectional": lambda: torch.nn.GRU(6, 4, 2, bidirectional=True),
+    "rnn_relu_no_bias": lambda: torch.nn.RNN(6, 4, nonlinearity="relu", bias=False),
+    "rnn_tanh_batch_first": lambda: torch.nn.RNN(6, 4, batch_first=True),
+}
+
+
+@pytest.mark.filterwarnings("ignore:The tensor attributes self.layer._flat_weights")
+@pytest.mark.parametrize("name", sorted(RECURRENT))
+def test_recurrent_layers(name: str) -> None:
+    torch.manual_seed(0)
+    module = _Recurrent(RECURRENT[name]()).eval()
+    # Outputs and final states: five steps of products of O(1) values.
+    assert_converted_matches(module, [_randn(2, 5, 6)], **FP32)
+
+
+@pytest.mark.filterwarnings("ignore:The tensor attributes self.layer._flat_weights")
+def test_unbatched_lstm() -> None:
+    torch.manual_seed(0)
+    module = _Recurrent(torch.nn.LSTM(6, 4)).eval()
+    assert_converted_matches(module, [_randn(5, 6)], **FP32)
+
+
+def test_overlapping_as_strided_is_refused_naming_the_strides() -> None:
+    with pytest.raises(NotImplementedError, match=r"strides \[1, 1\].*overlapping windows"):
+        convert(Lambda(lambda x: x.as_strided((3, 3), (1, 1))), [X3])

@@ -9,7 +9,13 @@ import torch
 import torch.fx as fx
 from coreai._compiler.ir import Value
 
-from ..registry import LoweringContext, normalize_dim
+from ..constants import i32
+from ..lowering_context import LoweringContext
+
+
+def normalize_dim(dim: int, rank: int) -> int:
+    """A torch dimension index (possibly negative) as 0..rank-1."""
+    return dim + rank if dim < 0 else dim
 
 
 def _meta_like(ctx: LoweringContext, arg: Any) -> Any:
@@ -42,9 +48,9 @@ def operands(ctx: LoweringContext, args: list[Any], dtype: torch.dtype) -> list[
     return [ctx.value(arg, dtype) for arg in args]
 
 
-def axes_constant(dims: list[int], rank: int) -> np.ndarray:
+def axes_constant(dims: list[int], rank: int) -> Value | np.ndarray:
     """Normalised torch dims as the si32 axes vector that Core AI reductions take."""
-    return np.array(sorted(normalize_dim(d, rank) for d in dims), dtype=np.int32)
+    return i32(sorted(normalize_dim(d, rank) for d in dims))
 
 
 def as_list(value: Any) -> list[int]:

@@ -17,22 +17,9 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import RankedTensorType, ShapedType, Value
 
-from ..registry import LoweringContext
-
-
-def arg(node: fx.Node, index: int, name: str, default: Any = None) -> Any:
-    """Argument ``index`` of ``node``, passed positionally or as keyword ``name``."""
-    if len(node.args) > index:
-        return node.args[index]
-    return node.kwargs.get(name, default)
-
-
-def u32(values: Sequence[int] | int) -> np.ndarray:
-    return np.array(values, dtype=np.uint32)
-
-
-def i32(values: Sequence[int] | int) -> np.ndarray:
-    return np.array(values, dtype=np.int32)
+from .. import dtypes
+from ..constants import i32, u32
+from ..lowering_context import LoweringContext
 
 
 def rank(value: Value) -> int:
@@ -68,15 +55,10 @@ def broadcast(ctx: LoweringContext, value: Value, sizes: Sequence[Any]) -> Value
     return coreai.broadcast_to(value, ctx.shape_tensor(list(sizes)))
 
 
-def scalar(ctx: LoweringContext, number: float | int | bool, dtype: torch.dtype) -> Value:
-    """A 0-d constant that broadcasts against tensors of ``dtype``."""
-    return ctx.constant(number, dtype)
-
-
 def mul_scalar(ctx: LoweringContext, value: Value, number: float, dtype: torch.dtype) -> Value:
     if number == 1:
         return value
-    return coreai.broadcasting_mul(value, scalar(ctx, number, dtype))
+    return coreai.broadcasting_mul(value, ctx.constant(number, dtype))
 
 
 def channel_vector(ctx: LoweringContext, value: Value, spatial_rank: int) -> Value:
@@ -84,25 +66,26 @@ def channel_vector(ctx: LoweringContext, value: Value, spatial_rank: int) -> Val
     return reshape(ctx, value, [-1, *([1] * spatial_rank)])
 
 
-def tensor_type(ctx: LoweringContext, sizes: Sequence[Any], dtype: torch.dtype) -> RankedTensorType:
+def tensor_type(sizes: Sequence[Any], dtype: torch.dtype) -> RankedTensorType:
     """The IR type of a tensor with ``sizes`` (symbolic ones become dynamic dims)."""
     dims = [int(s) if isinstance(s, int) else ShapedType.get_dynamic_size() for s in sizes]
-    return RankedTensorType.get(dims, ctx.element_type(dtype))
+    return RankedTensorType.get(dims, dtypes.element_type(dtype))
 
 
-def static_sizes(ctx: LoweringContext, arg_or_fake: Any, what: str) -> list[int]:
-    """The sizes of a tensor that a lowering needs as Python ints.
+def static_sizes(ctx: LoweringContext, arg_or_fake: Any, what: str, last: int) -> list[int]:
+    """The sizes of the ``last`` trailing dims of a tensor, which a lowering needs as ints.
 
-    Lowerings that precompute index tables or divisors need concrete sizes;
-    they call this to refuse symbolic ones with a message that says which.
+    Lowerings that precompute index tables, weights or divisors over spatial
+    dims need their sizes; they call this to refuse symbolic ones with a
+    message that says which. Leading dims (batch, channels) may stay symbolic.
     """
     fake = ctx.fake(arg_or_fake) if isinstance(arg_or_fake, fx.Node) else arg_or_fake
-    sizes = list(fake.shape)
+    sizes = list(fake.shape)[-last:]
     if not ctx.is_static(sizes):
         node = ctx.node.name if ctx.node is not None else "?"
         raise NotImplementedError(
-            f"{node}: {what} needs static sizes, but the tensor has shape {sizes}; "
-            "export with those dimensions static"
+            f"{node}: {what} needs static sizes for its last {last} dimensions, but the "
+            f"tensor has shape {list(fake.shape)}; export with those dimensions static"
         )
     return [int(s) for s in sizes]
 
@@ -117,8 +100,24 @@ def take(value: Value, axis: int, indices: np.ndarray | Value) -> Value:
     order = [axis, *[d for d in range(n) if d != axis]]
     front = permute(value, order)
     if isinstance(indices, np.ndarray):
-        columns = i32(indices.reshape(-1, 1))
+        columns = indices.reshape(-1, 1).astype(np.int32)
     else:
         columns = unsqueeze(indices, -1)
     picked = coreai.gather_nd(front, columns)
     return permute(picked, [order.index(d) for d in range(n)])
+
+
+def separable(
+    ctx: LoweringContext, x: Value, rows: np.ndarray, cols: np.ndarray, dtype: torch.dtype
+) -> Value:
+    """``rows @ x @ cols.T`` over the last two dims: a resampling with one [out, in]
+    matrix per spatial dimension (identity matrices are skipped)."""
+    if not _is_identity(cols):
+        x = coreai.broadcasting_batch_matmul(x, ctx.constant(torch.tensor(cols.T.copy()), dtype))
+    if not _is_identity(rows):
+        x = coreai.broadcasting_batch_matmul(ctx.constant(torch.tensor(rows), dtype), x)
+    return x
+
+
+def _is_identity(matrix: np.ndarray) -> bool:
+    return matrix.shape[0] == matrix.shape[1] and np.array_equal(matrix, np.eye(len(matrix)))

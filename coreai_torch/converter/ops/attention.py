@@ -19,8 +19,9 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Value
 
-from ..registry import LoweringContext, register_lowering
-from ._layout import arg, broadcast, i32, rank, reshape, scalar, swap_last_two, unsqueeze
+from ..lowering_context import LoweringContext
+from ..registry import register_lowering
+from ._layout import broadcast, i32, rank, reshape, swap_last_two, unsqueeze
 from .linalg import matmul
 
 aten = torch.ops.aten
@@ -53,12 +54,10 @@ def _causal_mask(ctx: LoweringContext, q_len: Any, kv_len: Any) -> Value:
 
 @register_lowering(aten.scaled_dot_product_attention.default, keep_in_export=True)
 def lower_sdpa(ctx: LoweringContext, node: fx.Node) -> Value:
-    q_arg, k_arg, v_arg = node.args[:3]
-    mask_arg = arg(node, 3, "attn_mask")
-    dropout_p = arg(node, 4, "dropout_p", 0.0)
-    is_causal = arg(node, 5, "is_causal", False)
-    scale = arg(node, 6, "scale")
-    enable_gqa = arg(node, 7, "enable_gqa", False)
+    q_arg, k_arg, v_arg = ctx.arg("query"), ctx.arg("key"), ctx.arg("value")
+    mask_arg = ctx.arg("attn_mask")
+    dropout_p, is_causal = ctx.arg("dropout_p"), ctx.arg("is_causal")
+    scale, enable_gqa = ctx.arg("scale"), ctx.arg("enable_gqa")
     if dropout_p:
         raise NotImplementedError(
             f"{node.name}: scaled_dot_product_attention with dropout_p={dropout_p}; a converted "
@@ -84,15 +83,15 @@ def lower_sdpa(ctx: LoweringContext, node: fx.Node) -> Value:
         k = _repeat_heads(ctx, k, k_fake, repeats)
         v = _repeat_heads(ctx, v, ctx.fake(v_arg), repeats)
 
-    scores = matmul(coreai.broadcasting_mul(q, scalar(ctx, scale, compute)), swap_last_two(k))
+    scores = matmul(coreai.broadcasting_mul(q, ctx.constant(scale, compute)), swap_last_two(k))
     masked = mask_arg is not None
     if is_causal:
         allowed = _causal_mask(ctx, q_fake.shape[-2], k_fake.shape[-2])
-        scores = coreai.broadcasting_where(allowed, scores, scalar(ctx, -math.inf, compute))
+        scores = coreai.broadcasting_where(allowed, scores, ctx.constant(-math.inf, compute))
     if mask_arg is not None:
         if ctx.dtype(mask_arg) == torch.bool:
             allowed = ctx.value(mask_arg)
-            scores = coreai.broadcasting_where(allowed, scores, scalar(ctx, -math.inf, compute))
+            scores = coreai.broadcasting_where(allowed, scores, ctx.constant(-math.inf, compute))
         else:
             scores = coreai.broadcasting_add(scores, ctx.value(mask_arg, compute))
     last = np.int32(rank(scores) - 1)
@@ -101,6 +100,6 @@ def lower_sdpa(ctx: LoweringContext, node: fx.Node) -> Value:
         # A row that may attend to nothing is all -inf; torch returns zeros for
         # it where a plain softmax would give NaN.
         row_max = coreai.reduce_max(scores, i32([int(last)]))
-        live = coreai.broadcasting_greater(row_max, scalar(ctx, -math.inf, compute))
-        weights = coreai.broadcasting_where(live, weights, scalar(ctx, 0.0, compute))
+        live = coreai.broadcasting_greater(row_max, ctx.constant(-math.inf, compute))
+        weights = coreai.broadcasting_where(live, weights, ctx.constant(0.0, compute))
     return ctx.cast(matmul(weights, v), dtype)

@@ -13,59 +13,66 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Value
 
-from ..registry import LoweringContext, register_lowering
+from .. import dtypes
+from ..lowering_context import LoweringContext
+from ..registry import register_lowering
 from ._common import common_dtype, operands
 
 aten = torch.ops.aten
 
 
-def _compared(ctx: LoweringContext, node: fx.Node) -> list[Value]:
-    dtype = common_dtype(ctx, *node.args[:2])
-    return operands(ctx, list(node.args[:2]), dtype)
+def _compared(ctx: LoweringContext) -> list[Value]:
+    pair = [ctx.arg("self"), ctx.arg("other")]
+    return operands(ctx, pair, common_dtype(ctx, *pair))
 
 
 @register_lowering(aten.eq.Tensor, aten.eq.Scalar)
 def eq(ctx: LoweringContext, node: fx.Node) -> Value:
-    return coreai.broadcasting_equal(*_compared(ctx, node))
+    return coreai.broadcasting_equal(*_compared(ctx))
 
 
 @register_lowering(aten.ne.Tensor, aten.ne.Scalar)
 def ne(ctx: LoweringContext, node: fx.Node) -> Value:
-    return coreai.broadcasting_not_equal(*_compared(ctx, node))
+    return coreai.broadcasting_not_equal(*_compared(ctx))
 
 
 @register_lowering(aten.gt.Tensor, aten.gt.Scalar)
 def gt(ctx: LoweringContext, node: fx.Node) -> Value:
-    x, y = _compared(ctx, node)
+    x, y = _compared(ctx)
     return coreai.broadcasting_greater(x, y)
 
 
 @register_lowering(aten.lt.Tensor, aten.lt.Scalar)
 def lt(ctx: LoweringContext, node: fx.Node) -> Value:
-    x, y = _compared(ctx, node)
+    x, y = _compared(ctx)
     return coreai.broadcasting_greater(y, x)
+
+
+def _at_least(x: Value, y: Value) -> Value:
+    """x >= y. Without NaNs (integers, bools) that is not y > x: one op fewer."""
+    if dtypes.torch_dtype_of(x.type).is_floating_point:
+        return coreai.broadcasting_or(
+            coreai.broadcasting_greater(x, y), coreai.broadcasting_equal(x, y)
+        )
+    return coreai.not_(coreai.broadcasting_greater(y, x))
 
 
 @register_lowering(aten.ge.Tensor, aten.ge.Scalar)
 def ge(ctx: LoweringContext, node: fx.Node) -> Value:
-    x, y = _compared(ctx, node)
-    return coreai.broadcasting_or(
-        coreai.broadcasting_greater(x, y), coreai.broadcasting_equal(x, y)
-    )
+    x, y = _compared(ctx)
+    return _at_least(x, y)
 
 
 @register_lowering(aten.le.Tensor, aten.le.Scalar)
 def le(ctx: LoweringContext, node: fx.Node) -> Value:
-    x, y = _compared(ctx, node)
-    return coreai.broadcasting_or(
-        coreai.broadcasting_greater(y, x), coreai.broadcasting_equal(x, y)
-    )
+    x, y = _compared(ctx)
+    return _at_least(y, x)
 
 
-def _as_bools(ctx: LoweringContext, node: fx.Node) -> list[Value]:
+def _as_bools(ctx: LoweringContext, names: tuple[str, ...]) -> list[Value]:
     """Logical ops treat any nonzero value as true."""
     values = []
-    for arg in node.args[:2]:
+    for arg in (ctx.arg(name) for name in names):
         if ctx.dtype(arg) == torch.bool:
             values.append(ctx.value(arg, torch.bool))
         else:
@@ -80,29 +87,29 @@ def _logical_result(ctx: LoweringContext, result: Value) -> Value:
 
 @register_lowering(aten.logical_and.default)
 def logical_and(ctx: LoweringContext, node: fx.Node) -> Value:
-    return _logical_result(ctx, coreai.broadcasting_and(*_as_bools(ctx, node)))
+    return _logical_result(ctx, coreai.broadcasting_and(*_as_bools(ctx, ("self", "other"))))
 
 
 @register_lowering(aten.logical_or.default)
 def logical_or(ctx: LoweringContext, node: fx.Node) -> Value:
-    return _logical_result(ctx, coreai.broadcasting_or(*_as_bools(ctx, node)))
+    return _logical_result(ctx, coreai.broadcasting_or(*_as_bools(ctx, ("self", "other"))))
 
 
 @register_lowering(aten.logical_xor.default)
 def logical_xor(ctx: LoweringContext, node: fx.Node) -> Value:
-    return _logical_result(ctx, coreai.broadcasting_xor(*_as_bools(ctx, node)))
+    return _logical_result(ctx, coreai.broadcasting_xor(*_as_bools(ctx, ("self", "other"))))
 
 
 @register_lowering(aten.logical_not.default)
 def logical_not(ctx: LoweringContext, node: fx.Node) -> Value:
-    (x,) = _as_bools(ctx, node)
+    (x,) = _as_bools(ctx, ("self",))
     return _logical_result(ctx, coreai.not_(x))
 
 
 def _bitwise(bool_op, int_op):
     def lower(ctx: LoweringContext, node: fx.Node) -> Value:
         dtype = ctx.result_dtype()
-        x, y = operands(ctx, list(node.args[:2]), dtype)
+        x, y = operands(ctx, [ctx.arg("self"), ctx.arg("other")], dtype)
         return (bool_op if dtype == torch.bool else int_op)(x, y)
 
     return lower
@@ -131,7 +138,7 @@ register_lowering(
 @register_lowering(aten.bitwise_not.default)
 def bitwise_not(ctx: LoweringContext, node: fx.Node) -> Value:
     dtype = ctx.result_dtype()
-    x = ctx.value(node.args[0], dtype)
+    x = ctx.value(ctx.arg("self"), dtype)
     if dtype == torch.bool:
         return coreai.not_(x)
     # All bits set: -1 for signed types, the maximum for unsigned ones.
@@ -139,9 +146,9 @@ def bitwise_not(ctx: LoweringContext, node: fx.Node) -> Value:
     return coreai.broadcasting_bitwise_xor(x, ctx.constant(ones, dtype))
 
 
-def _shift(ctx: LoweringContext, node: fx.Node, left: bool) -> Value:
+def _shift(ctx: LoweringContext, left: bool) -> Value:
     dtype = ctx.result_dtype()
-    x, amount = node.args[:2]
+    x, amount = ctx.arg("self"), ctx.arg("other")
     if isinstance(amount, fx.Node):
         factor = coreai.broadcasting_pow(ctx.constant(2, dtype), ctx.value(amount, dtype))
     else:
@@ -155,9 +162,9 @@ def _shift(ctx: LoweringContext, node: fx.Node, left: bool) -> Value:
 
 @register_lowering(aten.__lshift__.Scalar, aten.__lshift__.Tensor)
 def lshift(ctx: LoweringContext, node: fx.Node) -> Value:
-    return _shift(ctx, node, left=True)
+    return _shift(ctx, left=True)
 
 
 @register_lowering(aten.__rshift__.Scalar, aten.__rshift__.Tensor)
 def rshift(ctx: LoweringContext, node: fx.Node) -> Value:
-    return _shift(ctx, node, left=False)
+    return _shift(ctx, left=False)

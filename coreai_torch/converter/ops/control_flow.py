@@ -1,4 +1,4 @@
-"""``torch.cond``: both branches lowered into the regions of ``coreai.if``."""
+"""Higher-order ops: ``torch.cond`` as ``coreai.if``; grad-mode and autocast regions inline."""
 
 from __future__ import annotations
 
@@ -7,12 +7,14 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import RankedTensorType, Value
 
-from ..registry import LoweringContext, register_lowering
+from ..lowering_context import LoweringContext
+from ..registry import register_lowering
 
 
 @register_lowering(torch.ops.higher_order.cond)
 def cond(ctx: LoweringContext, node: fx.Node) -> list[Value]:
-    predicate, true_branch, false_branch, operands = node.args
+    predicate, operands = ctx.arg("pred"), ctx.arg("operands")
+    true_branch, false_branch = ctx.arg("true_fn"), ctx.arg("false_fn")
     condition = ctx.value(predicate)
     if condition.type.rank != 0:
         condition = coreai.reshape(condition, [])
@@ -37,3 +39,29 @@ def _match(value: Value, expected: RankedTensorType) -> Value:
     if value.type == expected:
         return value
     return coreai.cast(value, expected)
+
+
+@register_lowering(torch.ops.higher_order.wrap_with_set_grad_enabled)
+def grad_mode_region(ctx: LoweringContext, node: fx.Node) -> list[Value]:
+    """``with torch.no_grad():`` in a forward: the region, inline (a converted program
+    computes no gradients)."""
+    return _inline(ctx, ctx.arg("wrapped_func"), ctx.arg("args"))
+
+
+@register_lowering(torch.ops.higher_order.wrap_with_autocast)
+def autocast_region(ctx: LoweringContext, node: fx.Node) -> list[Value]:
+    """``with torch.autocast(...):`` in a forward: the region, inline.
+
+    The exported region already carries autocast's dtypes (an autocast matmul's
+    node has the reduced-precision result type, so its lowering computes in
+    it), and a disabled region carries the dtypes it computes in.
+    """
+    return _inline(ctx, ctx.arg("wrapped_func"), ctx.arg("args"))
+
+
+def _inline(ctx: LoweringContext, body: fx.Node, operands: tuple) -> list[Value]:
+    graph_module = getattr(ctx.graph_module, str(body.target))
+    inputs = [ctx.value(arg) for arg in operands]
+    fakes = ctx.fake()
+    outputs = ctx.lower_subgraph(graph_module, inputs)
+    return [ctx.cast(out, fake.dtype) for out, fake in zip(outputs, fakes, strict=True)]

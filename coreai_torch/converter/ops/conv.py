@@ -8,7 +8,6 @@ bias is added afterwards, broadcast over the spatial dimensions.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import torch
@@ -16,8 +15,9 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Value
 
-from ..registry import LoweringContext, register_lowering
-from ._layout import arg, channel_vector, rank, squeeze, u32, unsqueeze
+from ..lowering_context import LoweringContext
+from ..registry import register_lowering
+from ._layout import channel_vector, rank, squeeze, u32, unsqueeze
 
 aten = torch.ops.aten
 
@@ -27,7 +27,7 @@ def _per_dim(values: Sequence[int] | int, count: int) -> list[int]:
     return values * count if len(values) == 1 else values
 
 
-def zero_pad_spatial(
+def _zero_pad_spatial(
     ctx: LoweringContext, x: Value, padding: list[tuple[int, int]], dtype: torch.dtype
 ) -> Value:
     """``x`` (N, C, *spatial) with (before, after) zeros around each spatial dim."""
@@ -58,7 +58,7 @@ def _convolve(
     groups: int,
     dtype: torch.dtype,
 ) -> Value:
-    x = zero_pad_spatial(ctx, x, padding, dtype)
+    x = _zero_pad_spatial(ctx, x, padding, dtype)
     build = coreai.conv2d if len(stride) == 2 else coreai.conv3d
     return build(x, weight, u32(stride), u32(dilation), np.array(groups, dtype=np.uint32))
 
@@ -84,19 +84,12 @@ def _transposed(
     )
 
 
-def convolution(
-    ctx: LoweringContext,
-    node: fx.Node,
-    args: tuple[Any, Any, Any],
-    stride: Any,
-    padding: Any,
-    dilation: Any,
-    transposed: bool,
-    output_padding: Any,
-    groups: int,
-) -> Value:
+def _convolution(ctx: LoweringContext, node: fx.Node, transposed: bool) -> Value:
     """``aten.convolution`` semantics; ``padding`` may also be "same" or "valid"."""
-    x_arg, w_arg, bias_arg = args
+    x_arg, w_arg, bias_arg = ctx.arg("input"), ctx.arg("weight"), ctx.arg("bias")
+    stride, padding, dilation = ctx.arg("stride"), ctx.arg("padding"), ctx.arg("dilation")
+    groups = ctx.arg("groups")
+    output_padding = ctx.arg("output_padding") if transposed else 0
     dtype = ctx.result_dtype()
     x = ctx.value(x_arg, dtype)
     weight = ctx.value(w_arg, dtype)
@@ -136,10 +129,7 @@ def convolution(
 
 @register_lowering(aten.convolution.default)
 def lower_convolution(ctx: LoweringContext, node: fx.Node) -> Value:
-    x, w, bias, stride, padding, dilation, transposed, output_padding, groups = node.args[:9]
-    return convolution(
-        ctx, node, (x, w, bias), stride, padding, dilation, transposed, output_padding, groups
-    )
+    return _convolution(ctx, node, transposed=ctx.arg("transposed"))
 
 
 @register_lowering(
@@ -152,12 +142,7 @@ def lower_convolution(ctx: LoweringContext, node: fx.Node) -> Value:
     keep_in_export=True,
 )
 def lower_conv(ctx: LoweringContext, node: fx.Node) -> Value:
-    args = (node.args[0], node.args[1], arg(node, 2, "bias"))
-    stride = arg(node, 3, "stride", 1)
-    padding = arg(node, 4, "padding", 0)
-    dilation = arg(node, 5, "dilation", 1)
-    groups = arg(node, 6, "groups", 1)
-    return convolution(ctx, node, args, stride, padding, dilation, False, 0, groups)
+    return _convolution(ctx, node, transposed=False)
 
 
 @register_lowering(
@@ -167,10 +152,31 @@ def lower_conv(ctx: LoweringContext, node: fx.Node) -> Value:
     keep_in_export=True,
 )
 def lower_conv_transpose(ctx: LoweringContext, node: fx.Node) -> Value:
-    args = (node.args[0], node.args[1], arg(node, 2, "bias"))
-    stride = arg(node, 3, "stride", 1)
-    padding = arg(node, 4, "padding", 0)
-    output_padding = arg(node, 5, "output_padding", 0)
-    groups = arg(node, 6, "groups", 1)
-    dilation = arg(node, 7, "dilation", 1)
-    return convolution(ctx, node, args, stride, padding, dilation, True, output_padding, groups)
+    return _convolution(ctx, node, transposed=True)
+
+
+@register_lowering(aten.im2col.default)
+def lower_im2col(ctx: LoweringContext, node: fx.Node) -> Value:
+    """``F.unfold``: every kh x kw patch as a column, as a depthwise convolution.
+
+    Output channel ``c * kh * kw + i * kw + j`` of a grouped convolution (one
+    group per input channel) whose filter is 1 at (i, j) and 0 elsewhere picks
+    exactly the patch element torch puts in that row: the result is exact.
+    """
+    source = ctx.arg("self")
+    dtype = ctx.result_dtype()
+    x = ctx.value(source, dtype)
+    unbatched = rank(x) == 3
+    if unbatched:
+        x = unsqueeze(x, 0)
+    channels = ctx.fake(source).shape[-3]
+    if not isinstance(channels, int):
+        raise NotImplementedError(f"{node.name}: im2col with a symbolic channel count")
+    kh, kw = _per_dim(ctx.arg("kernel_size"), 2)
+    one_hot = np.eye(kh * kw, dtype=np.float32).reshape(kh * kw, 1, kh, kw)
+    weight = ctx.constant(torch.tensor(np.tile(one_hot, (channels, 1, 1, 1))), dtype)
+    padding = [(p, p) for p in _per_dim(ctx.arg("padding"), 2)]
+    stride, dilation = _per_dim(ctx.arg("stride"), 2), _per_dim(ctx.arg("dilation"), 2)
+    patches = _convolve(ctx, x, weight, stride, padding, dilation, channels, dtype)
+    columns = coreai.reshape(patches, ctx.shape_tensor([*ctx.fake().shape[:-1], -1], False))
+    return columns

@@ -12,7 +12,8 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Value
 
-from ..registry import LoweringContext, register_lowering
+from ..lowering_context import LoweringContext
+from ..registry import register_lowering
 
 aten = torch.ops.aten
 
@@ -28,7 +29,7 @@ def _fill(ctx: LoweringContext, value) -> Value:
 
 @register_lowering(aten.full.default, aten.full_like.default)
 def full(ctx: LoweringContext, node: fx.Node) -> Value:
-    return _fill(ctx, node.args[1])
+    return _fill(ctx, ctx.arg("fill_value"))
 
 
 @register_lowering(
@@ -52,43 +53,34 @@ def new_zeros(ctx: LoweringContext, node: fx.Node) -> Value:
 
 @register_lowering(aten.new_full.default)
 def new_full(ctx: LoweringContext, node: fx.Node) -> Value:
-    # (self, size, fill_value): the shape and dtype come from the result.
-    return _fill(ctx, node.args[2])
+    # The shape and dtype come from the result.
+    return _fill(ctx, ctx.arg("fill_value"))
 
 
 @register_lowering(aten.scalar_tensor.default)
 def scalar_tensor(ctx: LoweringContext, node: fx.Node) -> Value:
-    return ctx.value(node.args[0], ctx.result_dtype())
+    return ctx.value(ctx.arg("s"), ctx.result_dtype())
 
 
 @register_lowering(aten.arange.default, aten.arange.start, aten.arange.start_step)
 def arange(ctx: LoweringContext, node: fx.Node) -> Value:
-    if node.target == aten.arange.default:
-        start, end, step = 0, node.args[0], 1
-    else:
-        start, end = node.args[:2]
-        step = node.args[2] if len(node.args) > 2 else 1
+    start, end, step = ctx.args.get("start", 0), ctx.arg("end"), ctx.args.get("step", 1)
     dtype = ctx.result_dtype()
-    fake = ctx.fake()
     if all(isinstance(v, int | float) for v in (start, end, step)):
         return ctx.constant(torch.arange(start, end, step, dtype=dtype), dtype)
     # A symbolic bound: Core AI's range op, computed in the result dtype.
-    values = [ctx.value(v, dtype) for v in (start, end, step)]
-    result = coreai.range_(*values)
-    if fake.dim() != 1:
-        raise ValueError("arange result must be 1-D")
-    return result
+    return coreai.range_(*(ctx.value(v, dtype) for v in (start, end, step)))
 
 
 @register_lowering(aten.lift_fresh.default)
 def lift_fresh(ctx: LoweringContext, node: fx.Node) -> Value:
-    return ctx.value(node.args[0])
+    return ctx.value(ctx.arg("self"))
 
 
 @register_lowering(aten._to_copy.default, aten.to.dtype, aten.to.dtype_layout, aten.to.device)
 def to_copy(ctx: LoweringContext, node: fx.Node) -> Value:
     # A converted program has one device; only the dtype of the result matters.
-    source = node.args[0]
+    source = ctx.arg("self")
     dtype = ctx.result_dtype()
     x = ctx.value(source)
     if dtype == torch.bool and ctx.dtype(source) != torch.bool:
@@ -99,4 +91,43 @@ def to_copy(ctx: LoweringContext, node: fx.Node) -> Value:
 
 @register_lowering(aten.type_as.default)
 def type_as(ctx: LoweringContext, node: fx.Node) -> Value:
-    return ctx.cast(ctx.value(node.args[0]), ctx.result_dtype())
+    return ctx.cast(ctx.value(ctx.arg("self")), ctx.result_dtype())
+
+
+@register_lowering(aten.copy.default)
+def copy(ctx: LoweringContext, node: fx.Node) -> Value:
+    # self's shape and dtype with src's values: what slice assignment writes.
+    src = ctx.value(ctx.arg("src"), ctx.result_dtype())
+    if list(ctx.fake(ctx.arg("src")).shape) == list(ctx.fake().shape):
+        return src
+    return coreai.broadcast_to(src, ctx.shape_of(node))
+
+
+@register_lowering(aten.fill.Scalar, aten.fill.Tensor)
+def fill(ctx: LoweringContext, node: fx.Node) -> Value:
+    return _fill(ctx, ctx.arg("value"))
+
+
+@register_lowering(aten.zero.default)
+def zero(ctx: LoweringContext, node: fx.Node) -> Value:
+    return _fill(ctx, 0)
+
+
+@register_lowering(aten.meshgrid.default, aten.meshgrid.indexing)
+def meshgrid(ctx: LoweringContext, node: fx.Node) -> list[Value]:
+    tensors = list(ctx.arg("tensors"))
+    result = ctx.fake()[0]
+    rank = result.dim()
+    # "xy" indexing swaps the first two dimensions of the grid.
+    axes = list(range(rank))
+    if ctx.args.get("indexing", "ij") == "xy" and rank >= 2:
+        axes[0], axes[1] = 1, 0
+    grids = []
+    for tensor, axis in zip(tensors, axes, strict=True):
+        sizes = [1] * rank
+        sizes[axis] = -1
+        line = coreai.reshape(
+            ctx.value(tensor, ctx.result_dtype(0)), ctx.shape_tensor(sizes, unsigned=False)
+        )
+        grids.append(coreai.broadcast_to(line, ctx.shape_of(result)))
+    return grids

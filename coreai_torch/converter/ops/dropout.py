@@ -12,8 +12,8 @@ import torch
 import torch.fx as fx
 from coreai._compiler.ir import Value
 
-from ..registry import LoweringContext, register_lowering
-from ._layout import arg
+from ..lowering_context import LoweringContext
+from ..registry import register_lowering
 
 aten = torch.ops.aten
 
@@ -25,8 +25,7 @@ aten = torch.ops.aten
     aten.feature_alpha_dropout.default,
 )
 def lower_dropout(ctx: LoweringContext, node: fx.Node) -> Value:
-    probability = arg(node, 1, "p", 0.5)
-    train = arg(node, 2, "train", True)
+    probability, train = ctx.arg("p"), ctx.arg("train")
     if train and probability != 0:
         op = node.target.name() if hasattr(node.target, "name") else str(node.target)
         raise NotImplementedError(
@@ -34,4 +33,4 @@ def lower_dropout(ctx: LoweringContext, node: fx.Node) -> Value:
             f"train=True with p={probability}. Dropout is random in training mode; call "
             "model.eval() before torch.export.export"
         )
-    return ctx.value(node.args[0])
+    return ctx.value(ctx.arg("input"))

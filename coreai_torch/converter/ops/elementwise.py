@@ -12,21 +12,26 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Value
 
-from ..registry import LoweringContext, register_lowering
+from ..lowering_context import LoweringContext
+from ..registry import register_lowering
 from ._common import operands
 
 aten = torch.ops.aten
 
 
-def _binary(ctx: LoweringContext, node: fx.Node, op) -> Value:
-    dtype = ctx.result_dtype()
-    x, y = operands(ctx, list(node.args[:2]), dtype)
-    return op(x, y)
+def _pair(ctx: LoweringContext, dtype: torch.dtype) -> list[Value]:
+    """``self`` and ``other``, both as values of ``dtype``."""
+    return operands(ctx, [ctx.arg("self"), ctx.arg("other")], dtype)
 
 
-def _alpha_scaled(ctx: LoweringContext, node: fx.Node, dtype: torch.dtype) -> Value:
-    y = ctx.value(node.args[1], dtype)
-    alpha = node.kwargs.get("alpha", 1)
+def _binary(ctx: LoweringContext, op) -> Value:
+    return op(*_pair(ctx, ctx.result_dtype()))
+
+
+def _alpha_scaled(ctx: LoweringContext, dtype: torch.dtype) -> Value:
+    """``other * alpha``."""
+    y = ctx.value(ctx.arg("other"), dtype)
+    alpha = ctx.arg("alpha")
     if alpha != 1:
         y = coreai.broadcasting_mul(y, ctx.constant(alpha, dtype))
     return y
@@ -35,33 +40,33 @@ def _alpha_scaled(ctx: LoweringContext, node: fx.Node, dtype: torch.dtype) -> Va
 @register_lowering(aten.add.Tensor, aten.add.Scalar)
 def add(ctx: LoweringContext, node: fx.Node) -> Value:
     dtype = ctx.result_dtype()
-    return coreai.broadcasting_add(ctx.value(node.args[0], dtype), _alpha_scaled(ctx, node, dtype))
+    return coreai.broadcasting_add(ctx.value(ctx.arg("self"), dtype), _alpha_scaled(ctx, dtype))
 
 
 @register_lowering(aten.sub.Tensor, aten.sub.Scalar)
 def sub(ctx: LoweringContext, node: fx.Node) -> Value:
     dtype = ctx.result_dtype()
-    return coreai.broadcasting_sub(ctx.value(node.args[0], dtype), _alpha_scaled(ctx, node, dtype))
+    return coreai.broadcasting_sub(ctx.value(ctx.arg("self"), dtype), _alpha_scaled(ctx, dtype))
 
 
 @register_lowering(aten.rsub.Scalar, aten.rsub.Tensor)
 def rsub(ctx: LoweringContext, node: fx.Node) -> Value:
     dtype = ctx.result_dtype()
-    return coreai.broadcasting_sub(_alpha_scaled(ctx, node, dtype), ctx.value(node.args[0], dtype))
+    return coreai.broadcasting_sub(_alpha_scaled(ctx, dtype), ctx.value(ctx.arg("self"), dtype))
 
 
 @register_lowering(aten.mul.Tensor, aten.mul.Scalar)
 def mul(ctx: LoweringContext, node: fx.Node) -> Value:
-    return _binary(ctx, node, coreai.broadcasting_mul)
+    return _binary(ctx, coreai.broadcasting_mul)
 
 
 @register_lowering(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode)
 def div(ctx: LoweringContext, node: fx.Node) -> Value:
-    mode = node.kwargs.get("rounding_mode", node.args[2] if len(node.args) > 2 else None)
+    mode = ctx.args.get("rounding_mode", None)
     dtype = ctx.result_dtype()
     if mode is None:
-        return _binary(ctx, node, coreai.broadcasting_divide)
-    x, y = operands(ctx, list(node.args[:2]), dtype)
+        return _binary(ctx, coreai.broadcasting_divide)
+    x, y = _pair(ctx, dtype)
     if mode == "floor":
         return coreai.broadcasting_floor_divide(x, y)
     # "trunc": round the true quotient toward zero.
@@ -83,14 +88,13 @@ def div(ctx: LoweringContext, node: fx.Node) -> Value:
 
 @register_lowering(aten.floor_divide.default, aten.floor_divide.Scalar)
 def floor_divide(ctx: LoweringContext, node: fx.Node) -> Value:
-    return _binary(ctx, node, coreai.broadcasting_floor_divide)
+    return _binary(ctx, coreai.broadcasting_floor_divide)
 
 
 @register_lowering(aten.remainder.Tensor, aten.remainder.Scalar)
 def remainder(ctx: LoweringContext, node: fx.Node) -> Value:
     # Python semantics: the result takes the sign of the divisor.
-    dtype = ctx.result_dtype()
-    x, y = operands(ctx, list(node.args[:2]), dtype)
+    x, y = _pair(ctx, ctx.result_dtype())
     quotient = coreai.broadcasting_floor_divide(x, y)
     return coreai.broadcasting_sub(x, coreai.broadcasting_mul(quotient, y))
 
@@ -98,23 +102,23 @@ def remainder(ctx: LoweringContext, node: fx.Node) -> Value:
 @register_lowering(aten.fmod.Tensor, aten.fmod.Scalar)
 def fmod(ctx: LoweringContext, node: fx.Node) -> Value:
     # C semantics (sign of the dividend), which is what coreai.modulo computes.
-    return _binary(ctx, node, coreai.broadcasting_modulo)
+    return _binary(ctx, coreai.broadcasting_modulo)
 
 
-@register_lowering(aten.maximum.default)
+@register_lowering(aten.maximum.default, aten.max.other)
 def maximum(ctx: LoweringContext, node: fx.Node) -> Value:
-    return _binary(ctx, node, coreai.broadcasting_maximum)
+    return _binary(ctx, coreai.broadcasting_maximum)
 
 
-@register_lowering(aten.minimum.default)
+@register_lowering(aten.minimum.default, aten.min.other)
 def minimum(ctx: LoweringContext, node: fx.Node) -> Value:
-    return _binary(ctx, node, coreai.broadcasting_minimum)
+    return _binary(ctx, coreai.broadcasting_minimum)
 
 
 @register_lowering(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar)
 def pow_(ctx: LoweringContext, node: fx.Node) -> Value:
     dtype = ctx.result_dtype()
-    base, exponent = node.args[:2]
+    base, exponent = ctx.arg("self"), ctx.arg("exponent")
     if isinstance(exponent, int | float) and not isinstance(exponent, bool):
         x = ctx.value(base, dtype)
         # Small integer powers as products: exact, and defined for negative bases.
@@ -133,7 +137,7 @@ def pow_(ctx: LoweringContext, node: fx.Node) -> Value:
 def _unary(*targets, op):
     @register_lowering(*targets)
     def lower(ctx: LoweringContext, node: fx.Node) -> Value:
-        return op(ctx.value(node.args[0], ctx.result_dtype()))
+        return op(ctx.value(ctx.arg("self"), ctx.result_dtype()))
 
     return lower
 
@@ -154,20 +158,26 @@ round_ = _unary(aten.round.default, op=coreai.round_)
 @register_lowering(aten.neg.default)
 def neg(ctx: LoweringContext, node: fx.Node) -> Value:
     dtype = ctx.result_dtype()
-    return coreai.broadcasting_sub(ctx.constant(0, dtype), ctx.value(node.args[0], dtype))
+    return coreai.broadcasting_sub(ctx.constant(0, dtype), ctx.value(ctx.arg("self"), dtype))
+
+
+@register_lowering(aten.square.default)
+def square(ctx: LoweringContext, node: fx.Node) -> Value:
+    x = ctx.value(ctx.arg("self"), ctx.result_dtype())
+    return coreai.broadcasting_mul(x, x)
 
 
 @register_lowering(aten.reciprocal.default)
 def reciprocal(ctx: LoweringContext, node: fx.Node) -> Value:
     dtype = ctx.result_dtype()
-    return coreai.broadcasting_divide(ctx.constant(1, dtype), ctx.value(node.args[0], dtype))
+    return coreai.broadcasting_divide(ctx.constant(1, dtype), ctx.value(ctx.arg("self"), dtype))
 
 
 @register_lowering(aten.expm1.default)
 def expm1(ctx: LoweringContext, node: fx.Node) -> Value:
     dtype = ctx.result_dtype()
     return coreai.broadcasting_sub(
-        coreai.exp(ctx.value(node.args[0], dtype)), ctx.constant(1, dtype)
+        coreai.exp(ctx.value(ctx.arg("self"), dtype)), ctx.constant(1, dtype)
     )
 
 
@@ -175,7 +185,7 @@ def expm1(ctx: LoweringContext, node: fx.Node) -> Value:
 def log1p(ctx: LoweringContext, node: fx.Node) -> Value:
     dtype = ctx.result_dtype()
     return coreai.log(
-        coreai.broadcasting_add(ctx.value(node.args[0], dtype), ctx.constant(1, dtype))
+        coreai.broadcasting_add(ctx.value(ctx.arg("self"), dtype), ctx.constant(1, dtype))
     )
 
 
@@ -199,14 +209,14 @@ def _negate(x: Value, dtype: torch.dtype, ctx: LoweringContext) -> Value:
 @register_lowering(aten.floor.default)
 def floor(ctx: LoweringContext, node: fx.Node) -> Value:
     dtype = ctx.result_dtype()
-    x = ctx.value(node.args[0], dtype)
+    x = ctx.value(ctx.arg("self"), dtype)
     return _floor(x, dtype, ctx) if dtype.is_floating_point else x
 
 
 @register_lowering(aten.ceil.default)
 def ceil(ctx: LoweringContext, node: fx.Node) -> Value:
     dtype = ctx.result_dtype()
-    x = ctx.value(node.args[0], dtype)
+    x = ctx.value(ctx.arg("self"), dtype)
     if not dtype.is_floating_point:
         return x
     return _negate(_floor(_negate(x, dtype, ctx), dtype, ctx), dtype, ctx)
@@ -215,14 +225,14 @@ def ceil(ctx: LoweringContext, node: fx.Node) -> Value:
 @register_lowering(aten.trunc.default)
 def trunc(ctx: LoweringContext, node: fx.Node) -> Value:
     dtype = ctx.result_dtype()
-    x = ctx.value(node.args[0], dtype)
+    x = ctx.value(ctx.arg("self"), dtype)
     return _trunc(x, dtype, ctx) if dtype.is_floating_point else x
 
 
 @register_lowering(aten.sign.default)
 def sign(ctx: LoweringContext, node: fx.Node) -> Value:
     dtype = ctx.result_dtype()
-    x = ctx.value(node.args[0], dtype)
+    x = ctx.value(ctx.arg("self"), dtype)
     zero = ctx.constant(0, dtype)
     positive = ctx.cast(coreai.broadcasting_greater(x, zero), dtype)
     negative = ctx.cast(coreai.broadcasting_greater(zero, x), dtype)

@@ -16,8 +16,10 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Attribute, Value
 
-from ..registry import LoweringContext, normalize_dim, register_lowering
-from ._layout import arg, broadcast, i32, permute, rank, take, unsqueeze
+from ..lowering_context import LoweringContext
+from ..registry import register_lowering
+from ._common import normalize_dim
+from ._layout import broadcast, i32, permute, rank, take, unsqueeze
 
 aten = torch.ops.aten
 
@@ -32,17 +34,16 @@ def _indices(ctx: LoweringContext, index_arg: Any) -> Value:
 @register_lowering(aten.embedding.default)
 def lower_embedding(ctx: LoweringContext, node: fx.Node) -> Value:
     # padding_idx and the gradient options only matter for training.
-    weight = ctx.value(node.args[0])
-    return coreai.gather_nd(weight, unsqueeze(_indices(ctx, node.args[1]), -1))
+    weight = ctx.value(ctx.arg("weight"))
+    return coreai.gather_nd(weight, unsqueeze(_indices(ctx, ctx.arg("indices")), -1))
 
 
 @register_lowering(aten.index_select.default)
 def lower_index_select(ctx: LoweringContext, node: fx.Node) -> Value:
-    x_arg, dim, index_arg = node.args[:3]
-    x = ctx.value(x_arg)
+    x, dim = ctx.value(ctx.arg("self")), ctx.arg("dim")
     if rank(x) == 0:
         return x
-    index = _indices(ctx, index_arg)
+    index = _indices(ctx, ctx.arg("index"))
     if rank(index) == 0:
         index = unsqueeze(index, 0)
     return take(x, normalize_dim(dim, rank(x)), index)
@@ -61,7 +62,7 @@ def _slice_to(ctx: LoweringContext, value: Value, sizes: list[Any]) -> Value:
 
 @register_lowering(aten.gather.default)
 def lower_gather(ctx: LoweringContext, node: fx.Node) -> Value:
-    x_arg, dim, index_arg = node.args[:3]
+    x_arg, dim, index_arg = ctx.arg("self"), ctx.arg("dim"), ctx.arg("index")
     x = ctx.value(x_arg)
     index = _indices(ctx, index_arg)
     if rank(x) == 0:
@@ -110,8 +111,8 @@ def _advanced_positions(indices: list[Any]) -> list[int]:
 
 @register_lowering(aten.index.Tensor)
 def lower_index(ctx: LoweringContext, node: fx.Node) -> Value:
-    x_arg, indices = node.args[:2]
-    x = ctx.value(x_arg)
+    x = ctx.value(ctx.arg("self"))
+    indices = ctx.arg("indices")
     n = rank(x)
     positions = _advanced_positions(list(indices))
     values, batch_shape = _broadcast_indices(ctx, [indices[p] for p in positions])
@@ -129,9 +130,8 @@ def lower_index(ctx: LoweringContext, node: fx.Node) -> Value:
 
 @register_lowering(aten.index_put.default)
 def lower_index_put(ctx: LoweringContext, node: fx.Node) -> Value:
-    x_arg, indices, values_arg = node.args[:3]
-    accumulate = arg(node, 3, "accumulate", False)
-    if accumulate:
+    x_arg, indices, values_arg = ctx.arg("self"), ctx.arg("indices"), ctx.arg("values")
+    if ctx.arg("accumulate"):
         raise NotImplementedError(
             f"{node.name}: index_put with accumulate=True (index_add-style) has no Core AI "
             "lowering yet; only assignment (x[idx] = v) is converted"
@@ -163,7 +163,7 @@ _SCATTER_MODES = {
 
 
 def _scatter(ctx: LoweringContext, node: fx.Node, src: Value, mode: str | None) -> Value:
-    x_arg, dim, index_arg = node.args[:3]
+    x_arg, dim, index_arg = ctx.arg("self"), ctx.arg("dim"), ctx.arg("index")
     x = ctx.value(x_arg)
     axis = normalize_dim(dim, rank(x))
     index = _indices(ctx, index_arg)
@@ -192,37 +192,37 @@ def _scatter(ctx: LoweringContext, node: fx.Node, src: Value, mode: str | None) 
 
 @register_lowering(aten.scatter.src, aten.scatter.reduce)
 def lower_scatter_src(ctx: LoweringContext, node: fx.Node) -> Value:
-    reduce = arg(node, 4, "reduce")
+    reduce = ctx.args.get("reduce", None)
     mode = _SCATTER_MODES[reduce] if reduce else None
-    return _scatter(ctx, node, ctx.value(node.args[3], ctx.result_dtype()), mode)
+    return _scatter(ctx, node, ctx.value(ctx.arg("src"), ctx.result_dtype()), mode)
 
 
 @register_lowering(aten.scatter.value, aten.scatter.value_reduce)
 def lower_scatter_value(ctx: LoweringContext, node: fx.Node) -> Value:
-    reduce = arg(node, 4, "reduce")
+    reduce = ctx.args.get("reduce", None)
     mode = _SCATTER_MODES[reduce] if reduce else None
-    shape = list(ctx.fake(node.args[2]).shape)
-    value = ctx.value(node.args[3], ctx.result_dtype())
+    shape = list(ctx.fake(ctx.arg("index")).shape)
+    value = ctx.value(ctx.arg("value"), ctx.result_dtype())
     src = broadcast(ctx, value, shape)
     return _scatter(ctx, node, src, mode)
 
 
 @register_lowering(aten.scatter_add.default)
 def lower_scatter_add(ctx: LoweringContext, node: fx.Node) -> Value:
-    return _scatter(ctx, node, ctx.value(node.args[3], ctx.result_dtype()), "add")
+    return _scatter(ctx, node, ctx.value(ctx.arg("src"), ctx.result_dtype()), "add")
 
 
 @register_lowering(aten.scatter_reduce.two)
 def lower_scatter_reduce(ctx: LoweringContext, node: fx.Node) -> Value:
-    reduce = node.args[4]
-    include_self = arg(node, 5, "include_self", True)
+    reduce, include_self = ctx.arg("reduce"), ctx.arg("include_self")
     if not include_self or reduce not in _SCATTER_MODES:
         raise NotImplementedError(
             f"{node.name}: scatter_reduce is converted for reduce in "
             f"{sorted(k for k in _SCATTER_MODES if k not in ('add', 'multiply'))} with "
             f"include_self=True; got reduce={reduce!r}, include_self={include_self}"
         )
-    return _scatter(ctx, node, ctx.value(node.args[3], ctx.result_dtype()), _SCATTER_MODES[reduce])
+    src = ctx.value(ctx.arg("src"), ctx.result_dtype())
+    return _scatter(ctx, node, src, _SCATTER_MODES[reduce])
 
 
 def _slice_bounds(size: Any, start: Any, end: Any) -> tuple[Any, Any]:
@@ -239,23 +239,24 @@ def _slice_bounds(size: Any, start: Any, end: Any) -> tuple[Any, Any]:
     return start, end
 
 
-@register_lowering(aten.slice_scatter.default)
-def lower_slice_scatter(ctx: LoweringContext, node: fx.Node) -> Value:
-    x_arg, src_arg = node.args[:2]
-    dim = arg(node, 2, "dim", 0)
-    start = arg(node, 3, "start")
-    end = arg(node, 4, "end")
-    step = arg(node, 5, "step", 1)
-    x = ctx.value(x_arg)
-    n = rank(x)
+def slice_update(
+    ctx: LoweringContext,
+    x: Value,
+    sizes: list[Any],
+    src: Value,
+    dim: int,
+    start: Any,
+    end: Any,
+    step: int,
+) -> Value:
+    """``x`` (of torch shape ``sizes``) with ``x[..., start:end:step, ...] = src`` along ``dim``."""
+    n = len(sizes)
     axis = normalize_dim(dim, n)
-    sizes = list(ctx.fake(x_arg).shape)
     start, end = _slice_bounds(sizes[axis], start, end)
     starts = [0] * n
     ends = list(sizes)
     strides = [1] * n
     starts[axis], ends[axis], strides[axis] = start, end, step
-    src = ctx.value(src_arg, ctx.result_dtype())
     return coreai.slice_update(
         x,
         ctx.shape_tensor(starts, unsigned=False),
@@ -265,24 +266,36 @@ def lower_slice_scatter(ctx: LoweringContext, node: fx.Node) -> Value:
     )
 
 
-@register_lowering(aten.select_scatter.default)
-def lower_select_scatter(ctx: LoweringContext, node: fx.Node) -> Value:
-    x_arg, src_arg, dim, index = node.args[:4]
-    x = ctx.value(x_arg)
-    n = rank(x)
-    axis = normalize_dim(dim, n)
-    sizes = list(ctx.fake(x_arg).shape)
+def select_update(
+    ctx: LoweringContext, x: Value, sizes: list[Any], src: Value, dim: int, index: Any
+) -> Value:
+    """``x`` (of torch shape ``sizes``) with ``x.select(dim, index) = src``."""
+    axis = normalize_dim(dim, len(sizes))
     if isinstance(index, int) and index < 0 and isinstance(sizes[axis], int):
         index += sizes[axis]
-    starts = [0] * n
-    ends = list(sizes)
-    starts[axis] = index
-    ends[axis] = index + 1
-    src = unsqueeze(ctx.value(src_arg, ctx.result_dtype()), axis)
-    return coreai.slice_update(
-        x,
-        ctx.shape_tensor(starts, unsigned=False),
-        ctx.shape_tensor(ends, unsigned=False),
-        i32([1] * n),
+    return slice_update(ctx, x, sizes, unsqueeze(src, axis), axis, index, index + 1, 1)
+
+
+@register_lowering(aten.slice_scatter.default)
+def lower_slice_scatter(ctx: LoweringContext, node: fx.Node) -> Value:
+    x_arg = ctx.arg("self")
+    src = ctx.value(ctx.arg("src"), ctx.result_dtype())
+    sizes = list(ctx.fake(x_arg).shape)
+    return slice_update(
+        ctx,
+        ctx.value(x_arg),
+        sizes,
         src,
+        ctx.arg("dim"),
+        ctx.arg("start"),
+        ctx.arg("end"),
+        ctx.arg("step"),
     )
+
+
+@register_lowering(aten.select_scatter.default)
+def lower_select_scatter(ctx: LoweringContext, node: fx.Node) -> Value:
+    x_arg = ctx.arg("self")
+    src = ctx.value(ctx.arg("src"), ctx.result_dtype())
+    sizes = list(ctx.fake(x_arg).shape)
+    return select_update(ctx, ctx.value(x_arg), sizes, src, ctx.arg("dim"), ctx.arg("index"))

@@ -13,7 +13,10 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Value
 
-from ..registry import LoweringContext, normalize_dim, register_lowering
+from ..constants import i32
+from ..lowering_context import LoweringContext
+from ..registry import register_lowering
+from ._common import normalize_dim
 from .views import _slice
 
 aten = torch.ops.aten
@@ -21,8 +24,7 @@ aten = torch.ops.aten
 
 @register_lowering(aten.cat.default, aten.concat.default)
 def cat(ctx: LoweringContext, node: fx.Node) -> Value:
-    tensors = list(node.args[0])
-    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    tensors, dim = list(ctx.arg("tensors")), ctx.arg("dim")
     dtype = ctx.result_dtype()
     rank = ctx.fake().dim()
     # torch skips legacy empty 1-D tensors ([0]) whatever the other shapes are.
@@ -34,7 +36,7 @@ def cat(ctx: LoweringContext, node: fx.Node) -> Value:
     values = [ctx.value(t, dtype) for t in kept or tensors]
     if len(values) == 1:
         return values[0]
-    return coreai.concat(np.int32(normalize_dim(dim, rank)), values)
+    return coreai.concat(i32(normalize_dim(dim, rank)), values)
 
 
 def _is_zero(size) -> bool:
@@ -43,16 +45,15 @@ def _is_zero(size) -> bool:
 
 @register_lowering(aten.stack.default)
 def stack(ctx: LoweringContext, node: fx.Node) -> Value:
-    tensors = list(node.args[0])
-    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    tensors = list(ctx.arg("tensors"))
     dtype = ctx.result_dtype()
-    dim = normalize_dim(dim, ctx.fake().dim())
+    dim = normalize_dim(ctx.arg("dim"), ctx.fake().dim())
     axis = np.array([dim], dtype=np.int32)
     values = [coreai.expand_dims(ctx.value(t, dtype), axis) for t in tensors]
     return values[0] if len(values) == 1 else coreai.concat(np.int32(dim), values)
 
 
-def _pieces(ctx: LoweringContext, node: fx.Node, source, dim: int) -> list[Value]:
+def _pieces(ctx: LoweringContext, source, dim: int) -> list[Value]:
     """One slice per result of a split node, sized from its fake results."""
     results = ctx.fake()
     pieces = []
@@ -65,26 +66,21 @@ def _pieces(ctx: LoweringContext, node: fx.Node, source, dim: int) -> list[Value
 
 
 @register_lowering(
-    aten.split_with_sizes.default, aten.split.Tensor, aten.split_with_sizes_copy.default
+    aten.split_with_sizes.default,
+    aten.split.Tensor,
+    aten.split_with_sizes_copy.default,
+    aten.chunk.default,
 )
 def split(ctx: LoweringContext, node: fx.Node) -> list[Value]:
-    source = node.args[0]
-    dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)
-    return _pieces(ctx, node, source, normalize_dim(dim, ctx.rank(source)))
-
-
-@register_lowering(aten.chunk.default)
-def chunk(ctx: LoweringContext, node: fx.Node) -> list[Value]:
-    # The number and sizes of the chunks are those of torch's results.
-    source = node.args[0]
-    dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)
-    return _pieces(ctx, node, source, normalize_dim(dim, ctx.rank(source)))
+    # The number and sizes of the pieces are those of torch's results.
+    source = ctx.arg("self")
+    return _pieces(ctx, source, normalize_dim(ctx.arg("dim"), ctx.rank(source)))
 
 
 @register_lowering(aten.unbind.int)
 def unbind(ctx: LoweringContext, node: fx.Node) -> list[Value]:
-    source = node.args[0]
-    dim = normalize_dim(node.args[1] if len(node.args) > 1 else 0, ctx.rank(source))
+    source = ctx.arg("self")
+    dim = normalize_dim(ctx.arg("dim"), ctx.rank(source))
     axes = np.array([dim], dtype=np.int32)
     return [coreai.shrink_dims(piece, axes) for piece in _pieces_of_one(ctx, source, dim)]
 
@@ -96,15 +92,10 @@ def _pieces_of_one(ctx: LoweringContext, source, dim: int) -> list[Value]:
     return [_slice(ctx, source, dim, i, 1, 1) for i in range(int(size))]
 
 
-@register_lowering(aten.repeat.default, aten.tile.default)
-def repeat(ctx: LoweringContext, node: fx.Node) -> Value:
-    source, repeats = node.args
-    repeats = list(repeats)
+def _repeat(ctx: LoweringContext, source: fx.Node, repeats: list) -> Value:
+    """``source`` repeated ``repeats[d]`` times along each dimension d (new leading ones too)."""
     x = ctx.value(source)
     rank = ctx.rank(source)
-    if node.target == aten.tile.default and len(repeats) < rank:
-        # tile repeats the trailing dimensions when given fewer factors.
-        repeats = [1] * (rank - len(repeats)) + repeats
     if len(repeats) > rank:
         # Leading new dimensions of size 1, then tile.
         new_axes = np.arange(len(repeats) - rank, dtype=np.int32)
@@ -112,3 +103,32 @@ def repeat(ctx: LoweringContext, node: fx.Node) -> Value:
     if all(isinstance(r, int) and r == 1 for r in repeats):
         return x
     return coreai.tile(x, ctx.shape_tensor(repeats))
+
+
+@register_lowering(aten.repeat.default)
+def repeat(ctx: LoweringContext, node: fx.Node) -> Value:
+    return _repeat(ctx, ctx.arg("self"), list(ctx.arg("repeats")))
+
+
+@register_lowering(aten.tile.default)
+def tile(ctx: LoweringContext, node: fx.Node) -> Value:
+    source, dims = ctx.arg("self"), list(ctx.arg("dims"))
+    # tile repeats the trailing dimensions when given fewer factors.
+    return _repeat(ctx, source, [1] * (ctx.rank(source) - len(dims)) + dims)
+
+
+@register_lowering(aten.repeat_interleave.self_int)
+def repeat_interleave(ctx: LoweringContext, node: fx.Node) -> Value:
+    """Each element ``repeats`` times in a row along ``dim`` (the flattened input without one)."""
+    source, repeats, dim = ctx.arg("self"), ctx.arg("repeats"), ctx.arg("dim")
+    x = ctx.value(source)
+    sizes = list(ctx.fake(source).shape)
+    if dim is None:
+        x = coreai.reshape(x, np.array([-1], dtype=np.int32))
+        sizes, axis = [ctx.fake(source).numel()], 0
+    else:
+        axis = normalize_dim(dim, len(sizes))
+    widened = coreai.expand_dims(x, np.array([axis + 1], dtype=np.int32))
+    target = [*sizes[: axis + 1], repeats, *sizes[axis + 1 :]]
+    widened = coreai.broadcast_to(widened, ctx.shape_tensor(target))
+    return coreai.reshape(widened, ctx.shape_of(node))

@@ -8,13 +8,17 @@ carry symbolic sizes through every step.
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import torch
 import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Value
 
-from ..registry import LoweringContext, register_lowering
-from ._layout import arg, mul_scalar, rank, squeeze, swap_last_two, unsqueeze
+from ..lowering_context import LoweringContext
+from ..registry import register_lowering
+from ._layout import mul_scalar, rank, squeeze, swap_last_two, unsqueeze
 
 aten = torch.ops.aten
 
@@ -27,7 +31,12 @@ def matmul(a: Value, b: Value) -> Value:
     if b_vector:
         b = unsqueeze(b, 1)
     same_batch = rank(a) == rank(b) and list(a.type.shape[:-2]) == list(b.type.shape[:-2])
-    if same_batch and all(s >= 0 for s in a.type.shape[:-2]):
+    if rank(a) == 2 and rank(b) == 2:
+        # As a batch of one: Core AI's rewrite passes (coreai-core 1.0.0b3) abort
+        # the process on some programs that use a 2-D batch_matmul of a reshaped
+        # tensor in two places (flattened tokens through an MoE or gated MLP).
+        product = squeeze(coreai.batch_matmul(unsqueeze(a, 0), unsqueeze(b, 0)), [0])
+    elif same_batch and all(s >= 0 for s in a.type.shape[:-2]):
         product = coreai.batch_matmul(a, b)
     else:
         product = coreai.broadcasting_batch_matmul(a, b)
@@ -61,41 +70,148 @@ def _add_scaled(
 @register_lowering(aten.mm.default, aten.bmm.default)
 def lower_mm(ctx: LoweringContext, node: fx.Node) -> Value:
     dtype = ctx.result_dtype()
-    return coreai.batch_matmul(ctx.value(node.args[0], dtype), ctx.value(node.args[1], dtype))
+    return matmul(ctx.value(ctx.arg("self"), dtype), ctx.value(ctx.arg("mat2"), dtype))
 
 
 @register_lowering(aten.matmul.default, keep_in_export=True)
 def lower_matmul(ctx: LoweringContext, node: fx.Node) -> Value:
     dtype = ctx.result_dtype()
-    return matmul(ctx.value(node.args[0], dtype), ctx.value(node.args[1], dtype))
+    return matmul(ctx.value(ctx.arg("self"), dtype), ctx.value(ctx.arg("other"), dtype))
 
 
 @register_lowering(aten.linear.default, keep_in_export=True)
 def lower_linear(ctx: LoweringContext, node: fx.Node) -> Value:
     dtype = ctx.result_dtype()
-    x = ctx.value(node.args[0], dtype)
-    weight = ctx.value(node.args[1], dtype)
-    weight_t = swap_last_two(weight) if rank(weight) == 2 else weight
+    x = ctx.value(ctx.arg("input"), dtype)
+    weight_arg = ctx.arg("weight")
+    stored = ctx.weights.get(weight_arg.name)
+    if stored is not None:
+        # A parameter only linears read: one constant of the transposed weight
+        # (kept under a name no FX node has, for the other linears using it).
+        key = f"{weight_arg.name}.T"
+        if key not in ctx.values:
+            ctx.values[key] = ctx.constant(stored.t().contiguous(), dtype)
+        weight_t = ctx.cast(ctx.values[key], dtype)
+    else:
+        weight = ctx.value(weight_arg, dtype)
+        weight_t = swap_last_two(weight) if rank(weight) == 2 else weight
     out = matmul(x, weight_t)
-    bias = arg(node, 2, "bias")
+    bias = ctx.arg("bias")
     if bias is None:
         return out
     return coreai.broadcasting_add(out, ctx.value(bias, dtype))
 
 
+def _add_product(ctx: LoweringContext, first: str, second: str) -> Value:
+    """``beta * self + alpha * (first @ second)``: the addmm family."""
+    dtype = ctx.result_dtype()
+    product = matmul(ctx.value(ctx.arg(first), dtype), ctx.value(ctx.arg(second), dtype))
+    return _add_scaled(ctx, product, ctx.arg("self"), ctx.arg("alpha"), ctx.arg("beta"), dtype)
+
+
 @register_lowering(aten.addmm.default)
 def lower_addmm(ctx: LoweringContext, node: fx.Node) -> Value:
-    dtype = ctx.result_dtype()
-    product = coreai.batch_matmul(ctx.value(node.args[1], dtype), ctx.value(node.args[2], dtype))
-    beta = arg(node, 3, "beta", 1)
-    alpha = arg(node, 4, "alpha", 1)
-    return _add_scaled(ctx, product, node.args[0], alpha, beta, dtype)
+    return _add_product(ctx, "mat1", "mat2")
 
 
 @register_lowering(aten.baddbmm.default, keep_in_export=True)
 def lower_baddbmm(ctx: LoweringContext, node: fx.Node) -> Value:
+    return _add_product(ctx, "batch1", "batch2")
+
+
+def _einsum_terms(equation: str, ranks: list[int]) -> tuple[list[str], str]:
+    """The subscripts of each operand and of the result, with ``...`` spelled out.
+
+    The dims an ellipsis covers get letters of their own, aligned from the
+    right across operands as torch broadcasts them.
+    """
+    inputs, arrow, output = equation.replace(" ", "").partition("->")
+    terms = inputs.split(",")
+    spare = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in equation]
+    counts = [
+        rank - (len(t) - 3) if "..." in t else 0 for t, rank in zip(terms, ranks, strict=True)
+    ]
+    width = max(counts, default=0)
+    letters = "".join(spare[:width])
+    terms = [t.replace("...", letters[width - n :]) for t, n in zip(terms, counts, strict=True)]
+    if not arrow:
+        # Implicit result: the ellipsis dims, then the letters used once, sorted.
+        used = "".join(terms)
+        once = sorted(c for c in set(used) - set(letters) if used.count(c) == 1)
+        return terms, letters + "".join(once)
+    return terms, output.replace("...", letters)
+
+
+def _sum_out(x: Value, term: str, keep: set[str]) -> tuple[Value, str]:
+    drop = [i for i, c in enumerate(term) if c not in keep]
+    if not drop:
+        return x, term
+    reduced = coreai.reduce_sum(x, np.array(drop, dtype=np.int32))
+    return squeeze(reduced, drop), "".join(c for c in term if c in keep)
+
+
+def _transposed_to(x: Value, term: str, order: str) -> Value:
+    permutation = [term.index(c) for c in order]
+    if permutation == sorted(permutation):
+        return x
+    return coreai.transpose(x, np.array(permutation, dtype=np.uint32))
+
+
+@register_lowering(aten.einsum.default)
+def lower_einsum(ctx: LoweringContext, node: fx.Node) -> Value:
+    """Contract the operands pairwise, each pair as one batched matmul.
+
+    For a pair, the letters both share and that a later operand or the result
+    needs are batch dimensions, the other shared letters are contracted, and
+    each operand's own letters are its rows or columns. Letters no one needs
+    any more are summed out first.
+    """
     dtype = ctx.result_dtype()
-    product = coreai.batch_matmul(ctx.value(node.args[1], dtype), ctx.value(node.args[2], dtype))
-    beta = arg(node, 3, "beta", 1)
-    alpha = arg(node, 4, "alpha", 1)
-    return _add_scaled(ctx, product, node.args[0], alpha, beta, dtype)
+    tensors = list(ctx.arg("tensors"))
+    terms, output = _einsum_terms(ctx.arg("equation"), [ctx.rank(t) for t in tensors])
+    for term in terms:
+        if len(set(term)) != len(term):
+            raise NotImplementedError(
+                f"{node.name}: einsum {ctx.arg('equation')!r} repeats a subscript within one "
+                "operand (a diagonal), which is not converted"
+            )
+    sizes: dict[str, Any] = {}
+    for tensor, term in zip(tensors, terms, strict=True):
+        for letter, size in zip(term, ctx.fake(tensor).shape, strict=True):
+            if sizes.get(letter, 1) == 1:
+                sizes[letter] = size
+    value, term = ctx.value(tensors[0], dtype), terms[0]
+    for index in range(1, len(tensors)):
+        later = set(output).union(*terms[index + 1 :])
+        other, other_term = ctx.value(tensors[index], dtype), terms[index]
+        value, term = _sum_out(value, term, later | set(other_term))
+        other, other_term = _sum_out(other, other_term, later | set(term))
+        batch = "".join(c for c in term if c in other_term and c in later)
+        contracted = "".join(c for c in term if c in other_term and c not in later)
+        rows = "".join(c for c in term if c not in other_term)
+        cols = "".join(c for c in other_term if c not in term)
+        left = _arranged(ctx, value, term, [batch, rows, contracted], sizes)
+        right = _arranged(ctx, other, other_term, [batch, contracted, cols], sizes)
+        product = coreai.batch_matmul(left, right)
+        term = batch + rows + cols
+        value = coreai.reshape(product, ctx.shape_tensor([sizes[c] for c in term], False))
+    value, term = _sum_out(value, term, set(output))
+    return _transposed_to(value, term, output)
+
+
+def _arranged(
+    ctx: LoweringContext, x: Value, term: str, groups: list[str], sizes: dict[str, Any]
+) -> Value:
+    """``x`` transposed to the letters of ``groups`` in order, size-1 dims broadcast to the
+    size their letter has elsewhere, and reshaped to one dim per group."""
+    order = "".join(groups)
+    x = _transposed_to(x, term, order)
+    if any(s != sizes[c] for c, s in zip(order, x.type.shape, strict=True) if s >= 0):
+        x = coreai.broadcast_to(x, ctx.shape_tensor([sizes[c] for c in order]))
+    extents = []
+    for group in groups:
+        extent: Any = 1
+        for letter in group:
+            extent = extent * sizes[letter]
+        extents.append(extent)
+    return coreai.reshape(x, ctx.shape_tensor(extents, False))

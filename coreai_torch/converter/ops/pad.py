@@ -16,8 +16,9 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Value
 
-from ..registry import LoweringContext, register_lowering
-from ._layout import arg, i32, rank, u32
+from ..lowering_context import LoweringContext
+from ..registry import register_lowering
+from ._layout import i32, rank, u32
 
 aten = torch.ops.aten
 
@@ -45,8 +46,8 @@ def _crop(ctx: LoweringContext, x: Value, widths: list[int], sizes: list[Any]) -
     return coreai.slice_(x, i32(starts), ctx.shape_tensor(ends, unsigned=False), i32([1] * n))
 
 
-def _constant_pad(ctx: LoweringContext, node: fx.Node, value: float) -> Value:
-    x_arg, torch_pad = node.args[:2]
+def _constant_pad(ctx: LoweringContext, value: float) -> Value:
+    x_arg, torch_pad = ctx.arg("self"), ctx.arg("pad")
     dtype = ctx.result_dtype()
     x = ctx.value(x_arg)
     n = rank(x)
@@ -64,7 +65,7 @@ def _constant_pad(ctx: LoweringContext, node: fx.Node, value: float) -> Value:
 
 @register_lowering(aten.constant_pad_nd.default)
 def lower_constant_pad_nd(ctx: LoweringContext, node: fx.Node) -> Value:
-    return _constant_pad(ctx, node, arg(node, 2, "value", 0))
+    return _constant_pad(ctx, ctx.arg("value"))
 
 
 _CORE_AI_MODES = {"reflect": "reflect", "replicate": "replicate", "circular": "circular"}
@@ -72,17 +73,17 @@ _CORE_AI_MODES = {"reflect": "reflect", "replicate": "replicate", "circular": "c
 
 @register_lowering(aten.pad.default, keep_in_export=True)
 def lower_pad(ctx: LoweringContext, node: fx.Node) -> Value:
-    mode = arg(node, 2, "mode", "constant")
+    mode = ctx.arg("mode")
     if mode == "constant":
-        value = arg(node, 3, "value")
-        return _constant_pad(ctx, node, 0 if value is None else value)
+        value = ctx.arg("value")
+        return _constant_pad(ctx, 0 if value is None else value)
     if mode not in _CORE_AI_MODES:
         raise NotImplementedError(f"{node.name}: padding mode {mode!r}")
-    return _mode_pad(ctx, node, _CORE_AI_MODES[mode])
+    return _mode_pad(ctx, node, _CORE_AI_MODES[mode], ctx.arg("pad"))
 
 
-def _mode_pad(ctx: LoweringContext, node: fx.Node, mode: str) -> Value:
-    x_arg, torch_pad = node.args[:2]
+def _mode_pad(ctx: LoweringContext, node: fx.Node, mode: str, torch_pad: list[int]) -> Value:
+    x_arg = ctx.arg("self")
     x = ctx.value(x_arg)
     widths = core_ai_widths(list(torch_pad), rank(x))
     if any(w < 0 for w in widths):
@@ -100,7 +101,7 @@ def _mode_pad(ctx: LoweringContext, node: fx.Node, mode: str) -> Value:
     keep_in_export=True,
 )
 def lower_reflection_pad(ctx: LoweringContext, node: fx.Node) -> Value:
-    return _mode_pad(ctx, node, "reflect")
+    return _mode_pad(ctx, node, "reflect", ctx.arg("padding"))
 
 
 @register_lowering(
@@ -110,4 +111,4 @@ def lower_reflection_pad(ctx: LoweringContext, node: fx.Node) -> Value:
     keep_in_export=True,
 )
 def lower_replication_pad(ctx: LoweringContext, node: fx.Node) -> Value:
-    return _mode_pad(ctx, node, "replicate")
+    return _mode_pad(ctx, node, "replicate", ctx.arg("padding"))

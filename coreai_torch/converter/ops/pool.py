@@ -20,8 +20,9 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Value
 
-from ..registry import LoweringContext, register_lowering
-from ._layout import arg, i32, rank, squeeze, static_sizes, tensor_type, u32, unsqueeze
+from ..lowering_context import LoweringContext
+from ..registry import register_lowering
+from ._layout import i32, rank, separable, squeeze, static_sizes, tensor_type, u32, unsqueeze
 
 aten = torch.ops.aten
 
@@ -36,12 +37,12 @@ def _pair(values: Sequence[int] | int | None, default: list[int] | None = None) 
 class _Window:
     """Kernel, stride, padding and dilation of a 2-D pooling, per spatial dim."""
 
-    def __init__(self, node: fx.Node, kernel: Any, stride: Any, padding: Any, dilation: Any):
+    def __init__(self, kernel: Any, stride: Any, padding: Any, dilation: Any):
         self.kernel = _pair(kernel)
+        # An empty stride means the kernel size.
         self.stride = _pair(stride, self.kernel)
         self.padding = _pair(padding, [0, 0])
         self.dilation = _pair(dilation, [1, 1])
-        self.node = node
 
     def far_padding(self, in_sizes: list[Any], out_sizes: list[Any]) -> list[int]:
         """Padding after each spatial dim so that floor mode yields ``out_sizes``."""
@@ -82,15 +83,11 @@ def _lowest(dtype: torch.dtype) -> float | int:
 
 
 def _max_pool(ctx: LoweringContext, node: fx.Node) -> Value:
-    x_arg = node.args[0]
+    x_arg = ctx.arg("self")
     window = _Window(
-        node,
-        node.args[1],
-        arg(node, 2, "stride"),
-        arg(node, 3, "padding", 0),
-        arg(node, 4, "dilation", 1),
+        ctx.arg("kernel_size"), ctx.arg("stride"), ctx.arg("padding"), ctx.arg("dilation")
     )
-    ceil_mode = arg(node, 5, "ceil_mode", False)
+    ceil_mode = ctx.arg("ceil_mode")
     fake_out = ctx.fake()
     fake_out = fake_out[0] if isinstance(fake_out, list | tuple) else fake_out
     dtype = fake_out.dtype
@@ -105,7 +102,7 @@ def _max_pool(ctx: LoweringContext, node: fx.Node) -> Value:
     far = window.far_padding(in_sizes, out_sizes)
     x = window.pad(ctx, x, far, ctx.constant(_lowest(dtype), dtype))
     batched_shape = ([1] if unbatched else []) + list(fake_out.shape)
-    out_type = tensor_type(ctx, batched_shape, dtype)
+    out_type = tensor_type(batched_shape, dtype)
     pooled = coreai.maxpool2d(
         out_type,
         x,
@@ -120,7 +117,8 @@ def _max_pool(ctx: LoweringContext, node: fx.Node) -> Value:
 @register_lowering(aten.max_pool2d_with_indices.default)
 def lower_max_pool2d_with_indices(ctx: LoweringContext, node: fx.Node) -> list[Value]:
     for user in node.users:
-        if user.target is not operator.getitem or user.args[1] != 0:
+        # A getitem without users is dead code, dropped from the program.
+        if user.users and (user.target is not operator.getitem or user.args[1] != 0):
             raise NotImplementedError(
                 f"{node.name}: the indices of max_pool2d (return_indices=True) are not "
                 f"converted; only the pooled values are (used by {user.name})"
@@ -158,11 +156,10 @@ def _avg_divisors(
 
 @register_lowering(aten.avg_pool2d.default)
 def lower_avg_pool2d(ctx: LoweringContext, node: fx.Node) -> Value:
-    x_arg = node.args[0]
-    window = _Window(node, node.args[1], arg(node, 2, "stride"), arg(node, 3, "padding", 0), 1)
-    ceil_mode = arg(node, 4, "ceil_mode", False)
-    count_include_pad = arg(node, 5, "count_include_pad", True)
-    divisor_override = arg(node, 6, "divisor_override")
+    x_arg = ctx.arg("self")
+    window = _Window(ctx.arg("kernel_size"), ctx.arg("stride"), ctx.arg("padding"), 1)
+    ceil_mode, count_include_pad = ctx.arg("ceil_mode"), ctx.arg("count_include_pad")
+    divisor_override = ctx.arg("divisor_override")
     dtype = ctx.result_dtype()
     in_sizes = _spatial(list(ctx.fake(x_arg).shape))
     out_sizes = _spatial(list(ctx.fake().shape))
@@ -173,7 +170,7 @@ def lower_avg_pool2d(ctx: LoweringContext, node: fx.Node) -> Value:
         # Every window lies inside the padded input and counts all its cells.
         divisor = float(window.kernel[0] * window.kernel[1])
     else:
-        in_sizes = static_sizes(ctx, x_arg, "avg_pool2d with ceil_mode or padding excluded")[-2:]
+        in_sizes = static_sizes(ctx, x_arg, "avg_pool2d with ceil_mode or padding excluded", 2)
         out_sizes = [int(s) for s in out_sizes]
         table = _avg_divisors(window, in_sizes, out_sizes, count_include_pad)
         divisor = float(table.flat[0]) if np.all(table == table.flat[0]) else table
@@ -182,9 +179,9 @@ def lower_avg_pool2d(ctx: LoweringContext, node: fx.Node) -> Value:
     x = window.pad(ctx, x, far, ctx.constant(0, dtype))
     summed = coreai.sumpool2d(
         x,
-        coreai.constant(u32(window.kernel)),
-        coreai.constant(u32(window.stride)),
-        coreai.constant(u32([1, 1])),
+        u32(window.kernel),
+        u32(window.stride),
+        u32([1, 1]),
     )
     pooled = coreai.broadcasting_divide(summed, ctx.constant(torch.tensor(divisor), dtype))
     return squeeze(pooled, [0]) if unbatched else pooled
@@ -202,17 +199,29 @@ def _averaging_matrix(in_size: int, out_size: int) -> np.ndarray:
 
 @register_lowering(aten._adaptive_avg_pool2d.default, aten.adaptive_avg_pool2d.default)
 def lower_adaptive_avg_pool2d(ctx: LoweringContext, node: fx.Node) -> Value:
-    x_arg = node.args[0]
+    return _adaptive_average(ctx, ctx.value(ctx.arg("self")), spatial=2)
+
+
+@register_lowering(aten.adaptive_avg_pool1d.default)
+def lower_adaptive_avg_pool1d(ctx: LoweringContext, node: fx.Node) -> Value:
+    # A height of 1: the 2-D pooling's rows matrix is [[1]].
+    x = unsqueeze(ctx.value(ctx.arg("self")), -2)
+    return squeeze(_adaptive_average(ctx, x, spatial=1), [-2])
+
+
+def _adaptive_average(ctx: LoweringContext, x: Value, spatial: int) -> Value:
+    """Adaptive average pooling of ``x`` over its last two dims, to the node's output size."""
+    x_arg = ctx.arg("self")
     dtype = ctx.result_dtype()
-    height, width = static_sizes(ctx, x_arg, "adaptive_avg_pool2d")[-2:]
-    out_h, out_w = (int(s) for s in _spatial(list(ctx.fake().shape)))
-    x = ctx.value(x_arg)
+    in_sizes = static_sizes(ctx, x_arg, f"adaptive_avg_pool{spatial}d", spatial)
+    out_sizes = [int(s) for s in list(ctx.fake().shape)[-spatial:]]
+    height, width = [1] * (2 - spatial) + in_sizes
+    out_h, out_w = [1] * (2 - spatial) + out_sizes
     if (out_h, out_w) == (1, 1):
         # Core AI reductions keep the reduced dimensions, as this op needs.
         return coreai.reduce_mean(x, i32([rank(x) - 2, rank(x) - 1]))
     # Uneven windows overlap; two small matmuls with averaging matrices
     # compute every window exactly (rows: H_out x H, columns: W x W_out).
-    rows = ctx.constant(torch.tensor(_averaging_matrix(height, out_h)), dtype)
-    cols = ctx.constant(torch.tensor(_averaging_matrix(width, out_w).T.copy()), dtype)
-    x = coreai.broadcasting_batch_matmul(x, cols)
-    return coreai.broadcasting_batch_matmul(rows, x)
+    rows = _averaging_matrix(height, out_h)
+    cols = _averaging_matrix(width, out_w)
+    return separable(ctx, x, rows, cols, dtype)

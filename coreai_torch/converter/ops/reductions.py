@@ -7,6 +7,7 @@ dimension list means every dimension, as in torch.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -15,16 +16,12 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Value
 
-from ..registry import LoweringContext, normalize_dim, register_lowering
-from ._common import as_list, axes_constant
+from .. import dtypes
+from ..lowering_context import LoweringContext
+from ..registry import register_lowering
+from ._common import as_list, axes_constant, normalize_dim
 
 aten = torch.ops.aten
-
-
-def _arg(node: fx.Node, index: int, name: str, default: Any = None) -> Any:
-    if len(node.args) > index:
-        return node.args[index]
-    return node.kwargs.get(name, default)
 
 
 def _axes(ctx: LoweringContext, source: Any, dims: Any) -> list[int]:
@@ -44,34 +41,32 @@ def _reduce(ctx: LoweringContext, op, x: Value, axes: list[int], keepdim: bool, 
     return coreai.shrink_dims(reduced, axes_constant(axes, rank))
 
 
-def _simple(op, dims_index: int | None, keepdim_index: int | None):
+def _dims_and_keepdim(ctx: LoweringContext) -> tuple[Any, bool]:
+    """``dim`` and ``keepdim``; overloads without them reduce every dimension."""
+    return ctx.args.get("dim", None), bool(ctx.args.get("keepdim", False))
+
+
+def _simple(op):
     def lower(ctx: LoweringContext, node: fx.Node) -> Value:
-        source = node.args[0]
-        dims = _arg(node, dims_index, "dim") if dims_index is not None else None
-        keepdim = bool(_arg(node, keepdim_index, "keepdim", False)) if keepdim_index else False
+        source = ctx.arg("self")
+        dims, keepdim = _dims_and_keepdim(ctx)
         x = ctx.value(source, ctx.result_dtype())
         return _reduce(ctx, op, x, _axes(ctx, source, dims), keepdim, ctx.rank(source))
 
     return lower
 
 
-register_lowering(aten.sum.dim_IntList)(_simple(coreai.reduce_sum, 1, 2))
-register_lowering(aten.sum.default)(_simple(coreai.reduce_sum, None, None))
-register_lowering(aten.mean.dim)(_simple(coreai.reduce_mean, 1, 2))
-register_lowering(aten.mean.default)(_simple(coreai.reduce_mean, None, None))
-register_lowering(aten.amax.default)(_simple(coreai.reduce_max, 1, 2))
-register_lowering(aten.amin.default)(_simple(coreai.reduce_min, 1, 2))
-register_lowering(aten.max.default)(_simple(coreai.reduce_max, None, None))
-register_lowering(aten.min.default)(_simple(coreai.reduce_min, None, None))
-register_lowering(aten.prod.dim_int)(_simple(coreai.reduce_product, 1, 2))
-register_lowering(aten.prod.default)(_simple(coreai.reduce_product, None, None))
+register_lowering(aten.sum.dim_IntList, aten.sum.default)(_simple(coreai.reduce_sum))
+register_lowering(aten.mean.dim, aten.mean.default)(_simple(coreai.reduce_mean))
+register_lowering(aten.amax.default, aten.max.default)(_simple(coreai.reduce_max))
+register_lowering(aten.amin.default, aten.min.default)(_simple(coreai.reduce_min))
+register_lowering(aten.prod.dim_int, aten.prod.default)(_simple(coreai.reduce_product))
 
 
-def _boolean(op, dims_index: int | None, keepdim_index: int | None):
+def _boolean(op):
     def lower(ctx: LoweringContext, node: fx.Node) -> Value:
-        source = node.args[0]
-        dims = _arg(node, dims_index, "dim") if dims_index is not None else None
-        keepdim = bool(_arg(node, keepdim_index, "keepdim", False)) if keepdim_index else False
+        source = ctx.arg("self")
+        dims, keepdim = _dims_and_keepdim(ctx)
         x = ctx.value(source)
         if ctx.dtype(source) != torch.bool:
             x = coreai.broadcasting_not_equal(x, ctx.constant(0, ctx.dtype(source)))
@@ -81,10 +76,8 @@ def _boolean(op, dims_index: int | None, keepdim_index: int | None):
     return lower
 
 
-register_lowering(aten.any.dim, aten.any.dims)(_boolean(coreai.any_, 1, 2))
-register_lowering(aten.any.default)(_boolean(coreai.any_, None, None))
-register_lowering(aten.all.dim, aten.all.dims)(_boolean(coreai.all_, 1, 2))
-register_lowering(aten.all.default)(_boolean(coreai.all_, None, None))
+register_lowering(aten.any.dim, aten.any.dims, aten.any.default)(_boolean(coreai.any_))
+register_lowering(aten.all.dim, aten.all.dims, aten.all.default)(_boolean(coreai.all_))
 
 
 def _argmax(ctx: LoweringContext, x: Value, dim: int, keepdim: bool, rank: int) -> Value:
@@ -105,10 +98,9 @@ def _negated(ctx: LoweringContext, x: Value, dtype: torch.dtype) -> Value:
     return coreai.broadcasting_sub(ctx.constant(0, dtype), x)
 
 
-def _arg_reduction(ctx: LoweringContext, node: fx.Node, minimum: bool) -> Value:
-    source = node.args[0]
-    dim = _arg(node, 1, "dim")
-    keepdim = bool(_arg(node, 2, "keepdim", False))
+def _arg_reduction(ctx: LoweringContext, minimum: bool) -> Value:
+    source = ctx.arg("self")
+    dim, keepdim = ctx.arg("dim"), bool(ctx.arg("keepdim"))
     dtype = ctx.dtype(source)
     x = ctx.value(source)
     if minimum:
@@ -126,17 +118,16 @@ def _arg_reduction(ctx: LoweringContext, node: fx.Node, minimum: bool) -> Value:
 
 @register_lowering(aten.argmax.default)
 def argmax(ctx: LoweringContext, node: fx.Node) -> Value:
-    return _arg_reduction(ctx, node, minimum=False)
+    return _arg_reduction(ctx, minimum=False)
 
 
 @register_lowering(aten.argmin.default)
 def argmin(ctx: LoweringContext, node: fx.Node) -> Value:
-    return _arg_reduction(ctx, node, minimum=True)
+    return _arg_reduction(ctx, minimum=True)
 
 
-def _values_and_indices(ctx: LoweringContext, node: fx.Node, minimum: bool) -> list[Value]:
-    source, dim = node.args[:2]
-    keepdim = bool(_arg(node, 2, "keepdim", False))
+def _values_and_indices(ctx: LoweringContext, minimum: bool) -> list[Value]:
+    source, dim, keepdim = ctx.arg("self"), ctx.arg("dim"), bool(ctx.arg("keepdim"))
     rank = ctx.rank(source)
     dim = normalize_dim(dim, rank)
     x = ctx.value(source)
@@ -148,26 +139,21 @@ def _values_and_indices(ctx: LoweringContext, node: fx.Node, minimum: bool) -> l
 
 @register_lowering(aten.max.dim)
 def max_dim(ctx: LoweringContext, node: fx.Node) -> list[Value]:
-    return _values_and_indices(ctx, node, minimum=False)
+    return _values_and_indices(ctx, minimum=False)
 
 
 @register_lowering(aten.min.dim)
 def min_dim(ctx: LoweringContext, node: fx.Node) -> list[Value]:
-    return _values_and_indices(ctx, node, minimum=True)
+    return _values_and_indices(ctx, minimum=True)
 
 
 @register_lowering(aten.var.correction, aten.var.dim)
 def var(ctx: LoweringContext, node: fx.Node) -> Value:
-    source = node.args[0]
-    dims = _arg(node, 1, "dim")
-    if node.target in (aten.var.dim, aten.std.dim):
-        unbiased = _arg(node, 2, "unbiased", True)
-        correction = 1 if unbiased else 0
-        keepdim = bool(_arg(node, 3, "keepdim", False))
-    else:
-        correction = node.kwargs.get("correction")
-        correction = 1 if correction is None else correction
-        keepdim = bool(node.kwargs.get("keepdim", False))
+    source, dims, keepdim = ctx.arg("self"), ctx.arg("dim"), bool(ctx.arg("keepdim"))
+    # var.dim says unbiased=True/False, var.correction gives the correction (default 1).
+    correction = ctx.args.get("correction", None)
+    if correction is None:
+        correction = 1 if ctx.args.get("unbiased", True) else 0
     dtype = ctx.result_dtype()
     rank = ctx.rank(source)
     axes = _axes(ctx, source, dims)
@@ -203,3 +189,35 @@ def _element_count(ctx: LoweringContext, source: Any, axes: list[int], dtype: to
             count, size if isinstance(size, Value) else ctx.scalar(size)
         )
     return ctx.cast(count, dtype)
+
+
+def vector_norm(
+    ctx: LoweringContext, x: Value, order: float, axes: list[int], rank: int, keepdim: bool
+) -> Value:
+    """torch.linalg.vector_norm of ``x`` (a float value) over ``axes``."""
+    dtype = dtypes.torch_dtype_of(x.type)
+    magnitude = coreai.abs_(x)
+    if order == math.inf:
+        return _reduce(ctx, coreai.reduce_max, magnitude, axes, keepdim, rank)
+    if order == -math.inf:
+        return _reduce(ctx, coreai.reduce_min, magnitude, axes, keepdim, rank)
+    if order == 0:
+        nonzero = ctx.cast(coreai.broadcasting_not_equal(x, ctx.constant(0, dtype)), dtype)
+        return _reduce(ctx, coreai.reduce_sum, nonzero, axes, keepdim, rank)
+    if order == 1:
+        return _reduce(ctx, coreai.reduce_sum, magnitude, axes, keepdim, rank)
+    if order == 2:
+        squares = coreai.broadcasting_mul(x, x)
+        return coreai.sqrt(_reduce(ctx, coreai.reduce_sum, squares, axes, keepdim, rank))
+    powered = coreai.broadcasting_pow(magnitude, ctx.constant(order, dtype))
+    total = _reduce(ctx, coreai.reduce_sum, powered, axes, keepdim, rank)
+    return coreai.broadcasting_pow(total, ctx.constant(1.0 / order, dtype))
+
+
+@register_lowering(aten.linalg_vector_norm.default)
+def linalg_vector_norm(ctx: LoweringContext, node: fx.Node) -> Value:
+    source = ctx.arg("self")
+    rank = ctx.rank(source)
+    x = ctx.value(source, ctx.result_dtype())
+    axes = _axes(ctx, source, ctx.arg("dim"))
+    return vector_norm(ctx, x, float(ctx.arg("ord")), axes, rank, bool(ctx.arg("keepdim")))

@@ -14,38 +14,37 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Value
 
-from ..registry import LoweringContext, normalize_dim, register_lowering
-from ._layout import arg, rank
+from ..lowering_context import LoweringContext
+from ..registry import register_lowering
+from ._common import normalize_dim
+from ._layout import rank
 
 aten = torch.ops.aten
 
 
-def _scan(ctx: LoweringContext, node: fx.Node, combiner: str) -> Value:
-    x_arg, dim = node.args[:2]
+def _scan(ctx: LoweringContext, combiner: str) -> Value:
     # torch accumulates in the result dtype (int64 for bool and integer inputs).
-    x = ctx.value(x_arg, ctx.result_dtype())
+    x = ctx.value(ctx.arg("self"), ctx.result_dtype())
     if rank(x) == 0:
         return x
-    axis = normalize_dim(dim, rank(x))
+    axis = normalize_dim(ctx.arg("dim"), rank(x))
     return coreai.scan(x, np.array(axis, dtype=np.uint32), np.array(False), combiner)
 
 
 @register_lowering(aten.cumsum.default)
 def lower_cumsum(ctx: LoweringContext, node: fx.Node) -> Value:
-    return _scan(ctx, node, "sum")
+    return _scan(ctx, "sum")
 
 
 @register_lowering(aten.cumprod.default)
 def lower_cumprod(ctx: LoweringContext, node: fx.Node) -> Value:
-    return _scan(ctx, node, "product")
+    return _scan(ctx, "product")
 
 
 @register_lowering(aten.diff.default)
 def lower_diff(ctx: LoweringContext, node: fx.Node) -> Value:
-    x_arg = node.args[0]
-    order = arg(node, 1, "n", 1)
-    dim = arg(node, 2, "dim", -1)
-    parts = [p for p in (arg(node, 3, "prepend"), x_arg, arg(node, 4, "append")) if p is not None]
+    x_arg, order, dim = ctx.arg("self"), ctx.arg("n"), ctx.arg("dim")
+    parts = [p for p in (ctx.arg("prepend"), x_arg, ctx.arg("append")) if p is not None]
     dtype = ctx.result_dtype()
     axis = normalize_dim(dim, ctx.rank(x_arg))
     sizes: list[Any] = list(ctx.fake(x_arg).shape)

@@ -7,7 +7,8 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Value
 
-from ..registry import LoweringContext, register_lowering
+from ..lowering_context import LoweringContext
+from ..registry import register_lowering
 from ._common import operands
 
 aten = torch.ops.aten
@@ -23,25 +24,23 @@ def _condition(ctx: LoweringContext, arg) -> Value:
     aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar
 )
 def where(ctx: LoweringContext, node: fx.Node) -> Value:
-    condition, x, y = node.args
-    a, b = operands(ctx, [x, y], ctx.result_dtype())
-    return coreai.broadcasting_where(_condition(ctx, condition), a, b)
+    a, b = operands(ctx, [ctx.arg("self"), ctx.arg("other")], ctx.result_dtype())
+    return coreai.broadcasting_where(_condition(ctx, ctx.arg("condition")), a, b)
 
 
 @register_lowering(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
 def masked_fill(ctx: LoweringContext, node: fx.Node) -> Value:
-    x, mask, fill = node.args
-    a, b = operands(ctx, [x, fill], ctx.result_dtype())
-    return coreai.broadcasting_where(_condition(ctx, mask), b, a)
+    a, b = operands(ctx, [ctx.arg("self"), ctx.arg("value")], ctx.result_dtype())
+    return coreai.broadcasting_where(_condition(ctx, ctx.arg("mask")), b, a)
 
 
 def _bound(ctx: LoweringContext, value, dtype: torch.dtype) -> Value | None:
     return None if value is None else ctx.value(value, dtype)
 
 
-def _clamp(ctx: LoweringContext, x, low, high) -> Value:
+def _clamp(ctx: LoweringContext, low, high) -> Value:
     dtype = ctx.result_dtype()
-    result = ctx.value(x, dtype)
+    result = ctx.value(ctx.arg("self"), dtype)
     low_value, high_value = _bound(ctx, low, dtype), _bound(ctx, high, dtype)
     # torch applies min after max, so high wins when low > high.
     if low_value is not None:
@@ -51,22 +50,16 @@ def _clamp(ctx: LoweringContext, x, low, high) -> Value:
     return result
 
 
-def _arg(node: fx.Node, index: int, name: str):
-    if len(node.args) > index:
-        return node.args[index]
-    return node.kwargs.get(name)
-
-
 @register_lowering(aten.clamp.default, aten.clamp.Tensor)
 def clamp(ctx: LoweringContext, node: fx.Node) -> Value:
-    return _clamp(ctx, node.args[0], _arg(node, 1, "min"), _arg(node, 2, "max"))
+    return _clamp(ctx, ctx.arg("min"), ctx.arg("max"))
 
 
 @register_lowering(aten.clamp_min.default, aten.clamp_min.Tensor)
 def clamp_min(ctx: LoweringContext, node: fx.Node) -> Value:
-    return _clamp(ctx, node.args[0], node.args[1], None)
+    return _clamp(ctx, ctx.arg("min"), None)
 
 
 @register_lowering(aten.clamp_max.default, aten.clamp_max.Tensor)
 def clamp_max(ctx: LoweringContext, node: fx.Node) -> Value:
-    return _clamp(ctx, node.args[0], None, node.args[1])
+    return _clamp(ctx, None, ctx.arg("max"))

@@ -13,20 +13,23 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Value
 
-from ..registry import LoweringContext, normalize_dim, register_lowering
+from ..lowering_context import LoweringContext
+from ..registry import register_lowering
 from ..symbolic import dim_of
+from ._common import normalize_dim
 
 aten = torch.ops.aten
 
 
 @register_lowering(aten.sym_size.int)
 def sym_size(ctx: LoweringContext, node: fx.Node) -> Value:
-    tensor, dim = node.args
+    tensor, dim = ctx.arg("self"), ctx.arg("dim")
     return dim_of(ctx.value(tensor), normalize_dim(dim, ctx.rank(tensor)))
 
 
 def _size_operands(ctx: LoweringContext, node: fx.Node) -> list[Value]:
-    return [ctx.scalar(arg) for arg in node.args]
+    """The operands of a Python operator (parameters ``a`` and ``b``) as 0-d si32 values."""
+    return [ctx.scalar(arg) for _, arg in ctx.args.items()]
 
 
 _ARITHMETIC = {
@@ -37,6 +40,8 @@ _ARITHMETIC = {
     operator.gt: coreai.broadcasting_greater,
     operator.ne: coreai.broadcasting_not_equal,
     operator.eq: coreai.broadcasting_equal,
+    torch.sym_max: coreai.broadcasting_maximum,
+    torch.sym_min: coreai.broadcasting_minimum,
 }
 
 
@@ -83,17 +88,3 @@ def modulo(ctx: LoweringContext, node: fx.Node) -> Value:
 def negate(ctx: LoweringContext, node: fx.Node) -> Value:
     (x,) = _size_operands(ctx, node)
     return coreai.broadcasting_sub(ctx.scalar(0), x)
-
-
-def _no_value(ctx: LoweringContext, node: fx.Node) -> None:
-    """Run-time checks that export inserts; shapes were checked when exporting."""
-    return None
-
-
-for _check in (
-    aten._assert_tensor_metadata.default,
-    aten._assert_scalar.default,
-    aten.sym_constrain_range_for_size.default,
-    aten.sym_constrain_range.default,
-):
-    register_lowering(_check)(_no_value)

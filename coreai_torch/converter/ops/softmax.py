@@ -8,19 +8,21 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Value
 
-from ..registry import LoweringContext, normalize_dim, register_lowering
+from ..lowering_context import LoweringContext
+from ..registry import register_lowering
+from ._common import normalize_dim
 
 aten = torch.ops.aten
 
 
-def _input(ctx: LoweringContext, node: fx.Node) -> tuple[Value, int]:
-    source, dim = node.args[:2]
+def _input(ctx: LoweringContext) -> tuple[Value, int]:
+    source, dim = ctx.arg("self"), ctx.arg("dim")
     return ctx.value(source, ctx.result_dtype()), normalize_dim(dim, max(ctx.rank(source), 1))
 
 
 @register_lowering(aten._softmax.default, aten.softmax.int)
 def softmax(ctx: LoweringContext, node: fx.Node) -> Value:
-    x, dim = _input(ctx, node)
+    x, dim = _input(ctx)
     if x.type.rank == 0:
         return ctx.constant(1, ctx.result_dtype())
     return coreai.softmax(x, np.int32(dim))
@@ -28,7 +30,7 @@ def softmax(ctx: LoweringContext, node: fx.Node) -> Value:
 
 @register_lowering(aten._log_softmax.default, aten.log_softmax.int)
 def log_softmax(ctx: LoweringContext, node: fx.Node) -> Value:
-    x, dim = _input(ctx, node)
+    x, dim = _input(ctx)
     if x.type.rank == 0:
         return ctx.constant(0, ctx.result_dtype())
     axes = np.array([dim], dtype=np.int32)

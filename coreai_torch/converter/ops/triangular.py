@@ -15,8 +15,9 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Value
 
-from ..registry import LoweringContext, register_lowering
-from ._layout import arg, unsqueeze
+from ..lowering_context import LoweringContext
+from ..registry import register_lowering
+from ._layout import unsqueeze
 
 aten = torch.ops.aten
 
@@ -37,9 +38,8 @@ def _keep_mask(ctx: LoweringContext, rows: Any, cols: Any, diagonal: int, upper:
     return coreai.not_(coreai.broadcasting_greater(offset, bound))
 
 
-def _triangle(ctx: LoweringContext, node: fx.Node, upper: bool) -> Value:
-    x_arg = node.args[0]
-    diagonal = arg(node, 1, "diagonal", 0)
+def _triangle(ctx: LoweringContext, upper: bool) -> Value:
+    x_arg, diagonal = ctx.arg("self"), ctx.arg("diagonal")
     sizes = list(ctx.fake(x_arg).shape)
     mask = _keep_mask(ctx, sizes[-2], sizes[-1], int(diagonal), upper)
     dtype = ctx.result_dtype()
@@ -48,9 +48,9 @@ def _triangle(ctx: LoweringContext, node: fx.Node, upper: bool) -> Value:
 
 @register_lowering(aten.triu.default, keep_in_export=True)
 def lower_triu(ctx: LoweringContext, node: fx.Node) -> Value:
-    return _triangle(ctx, node, upper=True)
+    return _triangle(ctx, upper=True)
 
 
 @register_lowering(aten.tril.default, keep_in_export=True)
 def lower_tril(ctx: LoweringContext, node: fx.Node) -> Value:
-    return _triangle(ctx, node, upper=False)
+    return _triangle(ctx, upper=False)

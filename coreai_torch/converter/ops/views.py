@@ -7,6 +7,7 @@ the program is; symbolic entries become shape computations.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -15,14 +16,27 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import RankedTensorType, ShapedType, Value
 
-from ..registry import LoweringContext, normalize_dim, register_lowering
-from ._common import as_list
+from ..constants import i32
+from ..lowering_context import LoweringContext
+from ..registry import register_lowering
+from ._common import as_list, normalize_dim
+from ._layout import permute
 
 aten = torch.ops.aten
 
 
 def _reshape_to_result(ctx: LoweringContext, node: fx.Node) -> Value:
-    x = ctx.value(node.args[0])
+    x = ctx.value(ctx.arg("self"))
+    sizes = list(ctx.fake().shape)
+    symbolic = [i for i, size in enumerate(sizes) if not ctx.is_static([size])]
+    if not symbolic and list(x.type.shape) == sizes:
+        return x  # already that shape
+    if len(symbolic) == 1 and 0 not in sizes:
+        # One unknown size is implied by the others: a constant shape with -1
+        # needs no size computation (and keeps Core AI's shape folding away
+        # from run-time shape values, which it mishandles in some chains).
+        sizes[symbolic[0]] = -1
+        return coreai.reshape(x, np.array(sizes, dtype=np.int32))
     return coreai.reshape(x, ctx.shape_of(node))
 
 
@@ -37,7 +51,7 @@ register_lowering(
 
 
 def _identity(ctx: LoweringContext, node: fx.Node) -> Value:
-    return ctx.value(node.args[0])
+    return ctx.value(ctx.arg("self"))
 
 
 register_lowering(
@@ -49,62 +63,58 @@ register_lowering(
 )(_identity)
 
 
-def _transpose(x: Value, permutation: list[int]) -> Value:
-    if permutation == sorted(permutation):
-        return x
-    return coreai.transpose(x, np.array(permutation, dtype=np.uint32))
-
-
 @register_lowering(aten.permute.default, aten.permute_copy.default)
-def permute(ctx: LoweringContext, node: fx.Node) -> Value:
-    source, dims = node.args
+def lower_permute(ctx: LoweringContext, node: fx.Node) -> Value:
+    source = ctx.arg("self")
     rank = ctx.rank(source)
-    return _transpose(ctx.value(source), [normalize_dim(d, rank) for d in dims])
+    return permute(ctx.value(source), [normalize_dim(d, rank) for d in ctx.arg("dims")])
 
 
 @register_lowering(aten.transpose.int)
 def transpose(ctx: LoweringContext, node: fx.Node) -> Value:
-    source, a, b = node.args
+    source, a, b = ctx.arg("self"), ctx.arg("dim0"), ctx.arg("dim1")
     rank = ctx.rank(source)
     permutation = list(range(rank))
     a, b = normalize_dim(a, rank), normalize_dim(b, rank)
     permutation[a], permutation[b] = permutation[b], permutation[a]
-    return _transpose(ctx.value(source), permutation)
+    return permute(ctx.value(source), permutation)
 
 
 @register_lowering(aten.mT.default)
-def matrix_transpose(ctx: LoweringContext, node: fx.Node) -> Value:
-    rank = ctx.rank(node.args[0])
+def matrixpermute(ctx: LoweringContext, node: fx.Node) -> Value:
+    source = ctx.arg("self")
+    rank = ctx.rank(source)
     permutation = [*range(rank - 2), rank - 1, rank - 2]
-    return _transpose(ctx.value(node.args[0]), permutation)
+    return permute(ctx.value(source), permutation)
 
 
-@register_lowering(aten.t.default)
+@register_lowering(aten.t.default, aten.numpy_T.default)
 def t(ctx: LoweringContext, node: fx.Node) -> Value:
-    source = node.args[0]
-    return _transpose(ctx.value(source), list(range(ctx.rank(source)))[::-1])
+    source = ctx.arg("self")
+    return permute(ctx.value(source), list(range(ctx.rank(source)))[::-1])
 
 
-@register_lowering(aten.expand.default, aten.expand_copy.default)
+@register_lowering(aten.expand.default, aten.expand_copy.default, aten.broadcast_to.default)
 def expand(ctx: LoweringContext, node: fx.Node) -> Value:
-    return coreai.broadcast_to(ctx.value(node.args[0]), ctx.shape_of(node))
+    return coreai.broadcast_to(ctx.value(ctx.arg("self")), ctx.shape_of(node))
 
 
 @register_lowering(aten.unsqueeze.default, aten.unsqueeze_copy.default)
 def unsqueeze(ctx: LoweringContext, node: fx.Node) -> Value:
-    source, dim = node.args
-    dim = normalize_dim(dim, ctx.rank(source) + 1)
-    return coreai.expand_dims(ctx.value(source), np.array([dim], dtype=np.int32))
+    source = ctx.arg("self")
+    dim = normalize_dim(ctx.arg("dim"), ctx.rank(source) + 1)
+    return coreai.expand_dims(ctx.value(source), i32([dim]))
 
 
 @register_lowering(
     aten.squeeze.dims, aten.squeeze.dim, aten.squeeze.default, aten.squeeze_copy.dims
 )
 def squeeze(ctx: LoweringContext, node: fx.Node) -> Value:
-    source = node.args[0]
+    source = ctx.arg("self")
     fake = ctx.fake(source)
     rank = fake.dim()
-    dims = as_list(node.args[1]) if len(node.args) > 1 else list(range(rank))
+    # squeeze.default has no dim: every dimension of size 1 goes.
+    dims = as_list(ctx.args.get("dim", list(range(rank))))
     # torch drops only the listed dimensions whose size is 1.
     axes = sorted(
         {
@@ -116,7 +126,7 @@ def squeeze(ctx: LoweringContext, node: fx.Node) -> Value:
     x = ctx.value(source)
     if not axes:
         return x
-    return coreai.shrink_dims(x, np.array(axes, dtype=np.int32))
+    return coreai.shrink_dims(x, i32(axes))
 
 
 def _is_one(size: Any) -> bool:
@@ -138,12 +148,7 @@ def _slice(
     static = ctx.is_static([start, length]) and ctx.is_static(fake.shape)
     if static:
         ends[dim] = start + (length - 1) * step + 1 if length > 0 else start
-        return coreai.slice_(
-            x,
-            np.array(starts, dtype=np.int32),
-            np.array(ends, dtype=np.int32),
-            np.array(strides, dtype=np.int32),
-        )
+        return coreai.slice_(x, i32(starts), i32(ends), i32(strides))
     # end = start + (length - 1) * step + 1 computed in the program. A zero
     # length gives end = start - step + 1 <= start: an empty slice as well.
     span = coreai.broadcasting_mul(
@@ -170,8 +175,8 @@ def _slice(
 
 
 def _vector(scalars: list[Value]) -> Value:
-    pieces = [coreai.expand_dims(s, np.array([0], dtype=np.int32)) for s in scalars]
-    return pieces[0] if len(pieces) == 1 else coreai.concat(np.int32(0), pieces)
+    pieces = [coreai.expand_dims(s, i32([0])) for s in scalars]
+    return pieces[0] if len(pieces) == 1 else coreai.concat(i32(0), pieces)
 
 
 def _start(size: Any, start: Any) -> Any:
@@ -188,11 +193,9 @@ def _start(size: Any, start: Any) -> Any:
 
 @register_lowering(aten.slice.Tensor, aten.slice_copy.Tensor)
 def slice_(ctx: LoweringContext, node: fx.Node) -> Value:
-    source = node.args[0]
-    rank = ctx.rank(source)
-    dim = normalize_dim(node.args[1] if len(node.args) > 1 else 0, rank)
-    start = node.args[2] if len(node.args) > 2 else None
-    step = node.args[4] if len(node.args) > 4 else 1
+    source = ctx.arg("self")
+    dim = normalize_dim(ctx.arg("dim"), ctx.rank(source))
+    start, step = ctx.arg("start"), ctx.arg("step")
     size = ctx.fake(source).shape[dim]
     length = ctx.fake().shape[dim]
     return _slice(ctx, source, dim, _start(size, start), length, step)
@@ -200,55 +203,60 @@ def slice_(ctx: LoweringContext, node: fx.Node) -> Value:
 
 @register_lowering(aten.narrow.default)
 def narrow(ctx: LoweringContext, node: fx.Node) -> Value:
-    source, dim, start, length = node.args
-    rank = ctx.rank(source)
-    dim = normalize_dim(dim, rank)
+    source, start, length = ctx.arg("self"), ctx.arg("start"), ctx.arg("length")
+    dim = normalize_dim(ctx.arg("dim"), ctx.rank(source))
     size = ctx.fake(source).shape[dim]
     return _slice(ctx, source, dim, _start(size, start), length, 1)
 
 
 @register_lowering(aten.select.int, aten.select_copy.int)
 def select(ctx: LoweringContext, node: fx.Node) -> Value:
-    source, dim, index = node.args
-    rank = ctx.rank(source)
-    dim = normalize_dim(dim, rank)
+    source, index = ctx.arg("self"), ctx.arg("index")
+    dim = normalize_dim(ctx.arg("dim"), ctx.rank(source))
     size = ctx.fake(source).shape[dim]
     start = size + index if isinstance(index, int) and index < 0 else index
     picked = _slice(ctx, source, dim, start, 1, 1)
-    return coreai.shrink_dims(picked, np.array([dim], dtype=np.int32))
+    return coreai.shrink_dims(picked, i32([dim]))
 
 
 @register_lowering(aten.flip.default)
 def flip(ctx: LoweringContext, node: fx.Node) -> Value:
-    source, dims = node.args
+    source = ctx.arg("self")
     rank = ctx.rank(source)
-    axes = sorted({normalize_dim(d, rank) for d in dims})
+    axes = sorted({normalize_dim(d, rank) for d in ctx.arg("dims")})
     x = ctx.value(source)
     return coreai.reverse(x, np.array(axes, dtype=np.int32)) if axes else x
 
 
 @register_lowering(aten.roll.default, keep_in_export=True)
 def roll(ctx: LoweringContext, node: fx.Node) -> Value:
-    source = node.args[0]
-    shifts = as_list(node.args[1])
-    dims = as_list(node.args[2]) if len(node.args) > 2 else []
+    source = ctx.arg("self")
+    shifts, dims = as_list(ctx.arg("shifts")), as_list(ctx.arg("dims"))
     fake = ctx.fake(source)
-    if not ctx.is_static(fake.shape):
-        raise NotImplementedError("roll of a tensor with symbolic sizes is not converted yet")
     x = ctx.value(source)
     if not dims:
         # Roll the flattened tensor, then restore the shape.
+        if not ctx.is_static(fake.shape):
+            raise NotImplementedError(
+                f"{node.name}: roll without dims flattens the tensor, whose shape "
+                f"{list(fake.shape)} is symbolic; pass dims, or export it static"
+            )
         flat = coreai.reshape(x, np.array([fake.numel()], dtype=np.uint32))
-        rolled = _roll_axis(flat, [fake.numel()], 0, shifts[0])
+        rolled = _roll_axis(flat, 1, 0, fake.numel(), shifts[0])
         return coreai.reshape(rolled, np.array(list(fake.shape), dtype=np.uint32))
-    shape = [int(s) for s in fake.shape]
     for shift, dim in zip(shifts, dims, strict=True):
-        x = _roll_axis(x, shape, normalize_dim(dim, len(shape)), shift)
+        axis = normalize_dim(dim, fake.dim())
+        size = fake.shape[axis]
+        if not ctx.is_static([size]):
+            raise NotImplementedError(
+                f"{node.name}: roll along dimension {axis}, whose size {size} is symbolic"
+            )
+        x = _roll_axis(x, fake.dim(), axis, int(size), shift)
     return x
 
 
-def _roll_axis(x: Value, shape: list[int], dim: int, shift: int) -> Value:
-    size = shape[dim]
+def _roll_axis(x: Value, rank: int, dim: int, size: int, shift: int) -> Value:
+    """``x`` rolled by ``shift`` along ``dim`` (of static ``size``; other dims may be symbolic)."""
     if size == 0:
         return x
     shift %= size
@@ -256,14 +264,83 @@ def _roll_axis(x: Value, shape: list[int], dim: int, shift: int) -> Value:
         return x
 
     def part(begin: int, end: int) -> Value:
-        starts = [0] * len(shape)
-        ends = list(shape)
+        # Core AI clamps slice ends to the size: the int32 maximum means "to the end".
+        starts = [0] * rank
+        ends = [np.iinfo(np.int32).max] * rank
         starts[dim], ends[dim] = begin, end
-        return coreai.slice_(
-            x,
-            np.array(starts, dtype=np.int32),
-            np.array(ends, dtype=np.int32),
-            np.ones(len(shape), dtype=np.int32),
+        return coreai.slice_(x, i32(starts), i32(ends), i32([1] * rank))
+
+    return coreai.concat(i32(dim), [part(size - shift, size), part(0, size - shift)])
+
+
+@register_lowering(aten.as_strided.default, aten.as_strided_copy.default)
+def as_strided(ctx: LoweringContext, node: fx.Node) -> Value:
+    """A strided view of a contiguous tensor, as reshape, slice, transpose and broadcast.
+
+    Core AI values have no strides, so only views that pick every element at
+    most once are lowered: sorted by stride, each dimension's stride must be a
+    multiple of the next one's and span all of it (dims of size 1 do not count,
+    stride 0 broadcasts). The flat input, from the storage offset on, is then
+    reshaped so that each dimension is a slice of its own axis. Overlapping
+    windows (``unfold``-style strides) are refused with the strides named.
+    """
+    source = ctx.arg("self")
+    fake = ctx.fake(source)
+    size, stride = list(ctx.arg("size")), list(ctx.arg("stride"))
+    offset = ctx.arg("storage_offset")
+    offset = fake.storage_offset() if offset is None else offset
+
+    def refuse(why: str) -> NotImplementedError:
+        return NotImplementedError(
+            f"{node.name}: as_strided with sizes {size}, strides {stride} and storage offset "
+            f"{offset} {why}; Core AI tensors have no strides. Express the view with "
+            "reshape, permute, slicing or expand instead"
         )
 
-    return coreai.concat(np.int32(dim), [part(size - shift, size), part(0, size - shift)])
+    if not ctx.is_static([*size, *stride, offset, *fake.shape, *fake.stride()]):
+        raise refuse("has symbolic entries")
+    if not fake.is_contiguous():
+        raise refuse(f"reads a non-contiguous tensor (strides {list(fake.stride())})")
+    kept = [d for d in range(len(size)) if size[d] != 1 and stride[d] != 0]
+    if any(stride[d] < 0 for d in kept):
+        raise refuse("has negative strides")
+    order = sorted(kept, key=lambda d: -stride[d])
+    for outer, inner in itertools.pairwise(order):
+        if stride[outer] % stride[inner] or stride[outer] < stride[inner] * size[inner]:
+            raise refuse("reads some elements more than once (overlapping windows)")
+    start = offset - fake.storage_offset()
+    total = int(fake.numel())
+    innermost = stride[order[-1]] if order else 1
+    # [size0, e1, ..., em, innermost], where e_k = stride[k-1] / stride[k].
+    blocks = [size[order[0]]] if order else [1]
+    blocks += [stride[a] // stride[b] for a, b in itertools.pairwise(order)]
+    blocks.append(innermost)
+    span = int(np.prod(blocks))
+    flat = coreai.reshape(ctx.value(source), np.array([-1], dtype=np.int32))
+    end = min(start + span, total)
+    if start < 0 or (start >= total and span > 0):
+        raise refuse(f"starts outside the {total} elements of its input")
+    window = coreai.slice_(flat, _i32([start]), _i32([end]), _i32([1]))
+    if end - start < span:
+        # The last block reaches past the input; the padding is never picked.
+        padding = np.array([0, span - (end - start)], dtype=np.uint32)
+        window = coreai.pad(window, padding, ctx.constant(0, ctx.result_dtype()), "constant")
+    shaped = coreai.reshape(window, np.array(blocks, dtype=np.uint32))
+    ends = [size[d] for d in order] + [1]
+    picked = coreai.slice_(shaped, _i32([0] * len(blocks)), _i32(ends), _i32([1] * len(blocks)))
+    # Back to the requested order, then unit and broadcast dims in place.
+    picked = coreai.reshape(picked, np.array([size[d] for d in order], dtype=np.uint32))
+    if order != sorted(order):
+        positions = sorted(order)
+        picked = coreai.transpose(
+            picked, np.array([order.index(d) for d in positions], dtype=np.uint32)
+        )
+    ones = [size[d] if d in kept else 1 for d in range(len(size))]
+    picked = coreai.reshape(picked, np.array(ones, dtype=np.uint32))
+    if ones != size:
+        picked = coreai.broadcast_to(picked, np.array(size, dtype=np.uint32))
+    return picked
+
+
+def _i32(values: list[int]) -> np.ndarray:
+    return np.array(values, dtype=np.int32)
