@@ -183,8 +183,9 @@ inline void release_barrier(coreai_cpu_fibers* f) {
 // threadgroup_barrier: waits until every thread of the group that is still
 // running arrives. All fibers share one OS thread, so program order already
 // makes every write visible to the threads resumed after it.
-COREAI_CONVERGENT [[gnu::noinline]] inline void threadgroup_barrier() {
-  coreai_cpu_lane* me = current_lane();
+// `me` is current_lane(), which the caller asks for inline: a const call, so
+// the compiler asks once per function, not once per barrier.
+COREAI_CONVERGENT [[gnu::noinline]] inline void threadgroup_barrier(coreai_cpu_lane* me) {
   coreai_cpu_fibers* f = me->fibers;
   me->access = lockstep::none;
   if (++f->at_barrier == f->running) {
@@ -217,9 +218,9 @@ COREAI_CONVERGENT [[gnu::noinline]] inline void threadgroup_barrier() {
 // Publishes `size` bytes of `value` as the caller's lane value and waits for
 // the lanes of its SIMD-group that call from the same site; returns the
 // SIMD-group, whose `view` then holds their values (view_active: who took part).
+// `me`: current_lane(), as for threadgroup_barrier.
 COREAI_CONVERGENT [[gnu::noinline]] inline const coreai_cpu_simdgroup* rendezvous(
-    const void* value, std::uint32_t size, std::uint64_t order) {
-  coreai_cpu_lane* me = current_lane();
+    coreai_cpu_lane* me, const void* value, std::uint32_t size, std::uint64_t order) {
   coreai_cpu_fibers* f = me->fibers;
   coreai_cpu_simdgroup& sg = simd_of(f, me);
   const unsigned lane = lane_of(me);

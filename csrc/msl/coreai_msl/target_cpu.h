@@ -47,9 +47,10 @@ struct view {
 
 inline view rendezvous(const void* value, std::uint32_t size, site at) {
 #if COREAI_CPU_FIBER_MODE
+  coreai_cpu_lane* me = coreai::fiber::current_lane();
   coreai_cpu_simdgroup* g =
-      const_cast<coreai_cpu_simdgroup*>(coreai::fiber::rendezvous(value, size, at.order));
-  return {g, coreai::fiber::lane_of(coreai::fiber::current_lane()), g->view_active};
+      const_cast<coreai_cpu_simdgroup*>(coreai::fiber::rendezvous(me, value, size, at.order));
+  return {g, coreai::fiber::lane_of(me), g->view_active};
 #else
   (void)at;
   return solo(value, size, "a SIMD-group or quad-group function");
@@ -192,7 +193,7 @@ namespace coreai::target {
 
 inline void threadgroup_barrier() {
 #if COREAI_CPU_FIBER_MODE
-  coreai::fiber::threadgroup_barrier();
+  coreai::fiber::threadgroup_barrier(coreai::fiber::current_lane());
 #else
   coreai::g_runtime->report_loop_mode_call("threadgroup_barrier");
 #endif
@@ -202,7 +203,7 @@ inline void threadgroup_barrier() {
 // anyway, so what it orders is threadgroup memory, which the meeting does.
 inline void simdgroup_barrier(simd::site at) {
 #if COREAI_CPU_FIBER_MODE
-  coreai::fiber::rendezvous(nullptr, 0, at.order);
+  coreai::fiber::rendezvous(coreai::fiber::current_lane(), nullptr, 0, at.order);
 #else
   (void)at;
   coreai::g_runtime->report_loop_mode_call("simdgroup_barrier");
