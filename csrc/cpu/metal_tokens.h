@@ -26,6 +26,9 @@ inline std::string_view text(std::string_view source, const Token& t) {
   return source.substr(t.begin, t.end - t.begin);
 }
 
+// Index just past the bracket, parenthesis or brace that closes tokens[open].
+size_t skip_group(std::string_view source, const std::vector<Token>& tokens, size_t open);
+
 bool is_ident_start(char c);
 bool is_ident_char(char c);
 
