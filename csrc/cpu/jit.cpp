@@ -34,8 +34,6 @@ namespace fs = std::filesystem;
 std::atomic<int64_t> g_compiles{0};
 std::atomic<int64_t> g_disk_hits{0};
 
-constexpr const char* kCompileErrorMarker = "MetalCompileError: ";
-
 // coreai::kHeldMetaEntries in csrc/msl/coreai_msl/entry.h.
 constexpr size_t kHeldMetaEntries = 128;
 
@@ -60,30 +58,6 @@ void make_private_directories(const std::string& dir) {
                 ": ", std::strerror(errno),
                 ". Set COREAI_TORCH_CACHE_DIR to a writable directory.");
   }
-}
-
-// Digest of every file under the msl directory: a header edit changes every
-// cache key, even without a version bump.
-const std::string& headers_digest(const std::string& msl_dir) {
-  static std::mutex mutex;
-  static std::unordered_map<std::string, std::string> digests;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = digests.find(msl_dir);
-  if (it != digests.end()) return it->second;
-  std::vector<fs::path> files;
-  for (const auto& entry : fs::recursive_directory_iterator(msl_dir)) {
-    if (entry.is_regular_file()) files.push_back(entry.path());
-  }
-  std::sort(files.begin(), files.end());
-  Sha256 sha;
-  for (const fs::path& file : files) {
-    std::ifstream in(file, std::ios::binary);
-    std::ostringstream contents;
-    contents << in.rdbuf();
-    sha.update(fs::relative(file, msl_dir).generic_string()).update(std::string_view("\0", 1));
-    sha.update(contents.str()).update(std::string_view("\0", 1));
-  }
-  return digests.emplace(msl_dir, sha.hex_digest()).first->second;
 }
 
 bool is_identifier(const std::string& s) {
@@ -273,21 +247,6 @@ LoadResult load_library(const std::string& path, const KernelRecord& record) {
   return out;
 }
 
-void write_private_file(const std::string& path, const std::string& contents) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << contents;
-  out.close();
-  TORCH_CHECK(out, "coreai_torch CPU backend: cannot write ", path, ": ", std::strerror(errno));
-  chmod(path.c_str(), 0600);
-}
-
-std::string unique_suffix() {
-  static std::atomic<uint64_t> counter{0};
-  std::random_device entropy;
-  return std::to_string(getpid()) + "-" + std::to_string(counter++) + "-" +
-         std::to_string(entropy());
-}
-
 KernelLibrary build(const KernelRecord& record) {
   const std::string dir = cache_directory();
   const std::string msl = msl_directory();
@@ -363,15 +322,54 @@ struct CacheEntry {
 
 }  // namespace
 
+// Digest of every file under the msl directory: a header edit changes every
+// cache key, even without a version bump.
+const std::string& headers_digest(const std::string& msl_dir) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::string> digests;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = digests.find(msl_dir);
+  if (it != digests.end()) return it->second;
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::recursive_directory_iterator(msl_dir)) {
+    if (entry.is_regular_file()) files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  Sha256 sha;
+  for (const fs::path& file : files) {
+    std::ifstream in(file, std::ios::binary);
+    std::ostringstream contents;
+    contents << in.rdbuf();
+    sha.update(fs::relative(file, msl_dir).generic_string()).update(std::string_view("\0", 1));
+    sha.update(contents.str()).update(std::string_view("\0", 1));
+  }
+  return digests.emplace(msl_dir, sha.hex_digest()).first->second;
+}
+
+void write_private_file(const std::string& path, const std::string& contents) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << contents;
+  out.close();
+  TORCH_CHECK(out, "coreai_torch CPU backend: cannot write ", path, ": ", std::strerror(errno));
+  chmod(path.c_str(), 0600);
+}
+
+std::string unique_suffix() {
+  static std::atomic<uint64_t> counter{0};
+  std::random_device entropy;
+  return std::to_string(getpid()) + "-" + std::to_string(counter++) + "-" +
+         std::to_string(entropy());
+}
+
 std::string translation_unit(const KernelRecord& record) {
   TORCH_CHECK(is_identifier(record.entry), "kernel '", record.name, "': entry name '",
               record.entry, "' is not a C++ identifier");
   std::string tu;
   tu += "// coreai_torch CPU backend: kernel entry " + record.entry + "\n";
-  tu += "#include <coreai_msl_cpu.h>\n";
+  tu += "#include <coreai_msl.h>\n";
   tu += "namespace metal {\n";
   tu += "#line 1 \"kernel_rendering\"\n";
-  tu += reject_c_style_vector_casts(rewrite_half_literals(rewrite_threadgroup(record.source)));
+  tu += metal_source_as_cpp(record.source);
   tu += "\n}  // namespace metal\n";
   tu += "#line 1 \"coreai_entry_shim\"\n";
   tu += entry_shim(record);
@@ -442,23 +440,23 @@ std::string cache_directory() {
 std::string msl_directory() {
   const std::string from_env = getenv_string("COREAI_TORCH_MSL_DIR");
   if (!from_env.empty()) {
-    TORCH_CHECK(is_file(from_env + "/coreai_msl_cpu.h"), "COREAI_TORCH_MSL_DIR=", from_env,
-                " does not contain coreai_msl_cpu.h");
+    TORCH_CHECK(is_file(from_env + "/coreai_msl.h"), "COREAI_TORCH_MSL_DIR=", from_env,
+                " does not contain coreai_msl.h");
     return from_env;
   }
   Dl_info info;
   if (dladdr(reinterpret_cast<void*>(&msl_directory), &info) != 0 && info.dli_fname) {
     const std::string beside = (fs::path(info.dli_fname).parent_path() / "msl").string();
-    if (is_file(beside + "/coreai_msl_cpu.h")) return beside;
+    if (is_file(beside + "/coreai_msl.h")) return beside;
   }
 #ifdef COREAI_TORCH_SOURCE_MSL_DIR
-  if (is_file(std::string(COREAI_TORCH_SOURCE_MSL_DIR) + "/coreai_msl_cpu.h")) {
+  if (is_file(std::string(COREAI_TORCH_SOURCE_MSL_DIR) + "/coreai_msl.h")) {
     return COREAI_TORCH_SOURCE_MSL_DIR;
   }
 #endif
   TORCH_CHECK(false,
               "coreai_torch CPU backend: cannot find the Metal standard library headers "
-              "(coreai_msl_cpu.h) next to the _C library nor in the source tree; reinstall "
+              "(coreai_msl.h) next to the _C library nor in the source tree; reinstall "
               "coreai_torch or set COREAI_TORCH_MSL_DIR");
 }
 

@@ -31,9 +31,20 @@ std::string translation_unit(const KernelRecord& record);
 // $XDG_CACHE_HOME/coreai_torch, else ~/.cache/coreai_torch. Created 0700.
 std::string cache_directory();
 
-// The directory holding coreai_msl_cpu.h: $COREAI_TORCH_MSL_DIR, else msl/ next
+// The directory holding coreai_msl.h: $COREAI_TORCH_MSL_DIR, else msl/ next
 // to the loaded _C library (an installed wheel), else the source tree's.
 std::string msl_directory();
+
+// The start of every compile failure's message (coreai_torch/errors.py).
+inline constexpr const char* kCompileErrorMarker = "MetalCompileError: ";
+
+// Cache helpers shared with the CUDA backend's JIT (csrc/cuda/jit.cpp).
+// A digest of every file under the msl directory (part of every cache key).
+const std::string& headers_digest(const std::string& msl_dir);
+// Writes `contents` to `path` with private permissions (0600).
+void write_private_file(const std::string& path, const std::string& contents);
+// A suffix that makes temporary file names unique between processes and threads.
+std::string unique_suffix();
 
 // Counters for tests: compiler runs, and libraries found in the disk cache.
 int64_t compile_count();

@@ -132,7 +132,7 @@ std::string rewrite_threadgroup(std::string_view source) {
     if (what == Qualified::Unknown) continue;  // left for the compiler to reject
     out.append(source.substr(copied, t.begin - copied));
     // Spaces keep the columns of the rest of the line for pointers.
-    out.append(what == Qualified::Storage ? "static thread_local" : "           ");
+    out.append(what == Qualified::Storage ? "COREAI_THREADGROUP_STORAGE" : "           ");
     copied = t.end;
   }
   out.append(source.substr(copied));
@@ -253,6 +253,14 @@ std::string reject_c_style_vector_casts(std::string_view source) {
   }
   out.append(source.substr(copied));
   return out;
+}
+
+}  // namespace coreai_torch::cpu
+
+namespace coreai_torch::cpu {
+
+std::string metal_source_as_cpp(std::string_view source) {
+  return reject_c_style_vector_casts(rewrite_half_literals(rewrite_threadgroup(source)));
 }
 
 }  // namespace coreai_torch::cpu

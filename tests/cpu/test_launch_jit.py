@@ -25,9 +25,9 @@ HERE = Path(__file__).parent
 @pytest.mark.parametrize(
     ("source", "expected"),
     [
-        ("threadgroup float tile[16][16];", "static thread_local float tile[16][16];"),
-        ("threadgroup float a[4], b[4];", "static thread_local float a[4], b[4];"),
-        ("threadgroup metal::atomic<int> n;", "static thread_local metal::atomic<int> n;"),
+        ("threadgroup float tile[16][16];", "COREAI_THREADGROUP_STORAGE float tile[16][16];"),
+        ("threadgroup float a[4], b[4];", "COREAI_THREADGROUP_STORAGE float a[4], b[4];"),
+        ("threadgroup metal::atomic<int> n;", "COREAI_THREADGROUP_STORAGE metal::atomic<int> n;"),
         ("threadgroup float* p = tile;", "            float* p = tile;"),
         ("void f(threadgroup const half& r);", "void f(            const half& r);"),
         ("auto q = (threadgroup float4*)p;", "auto q = (            float4*)p;"),
@@ -290,13 +290,22 @@ def test_a_gcc_is_not_taken_for_clang(tmp_path: Path) -> None:
 def test_every_msl_header_compiles_on_its_own() -> None:
     msl = Path(C._msl_directory())
     headers = [
-        "coreai_msl_cpu.h",
+        "coreai_msl.h",
         "metal_stdlib",
         "metal_tensor",
         "MetalPerformancePrimitives/MetalPerformancePrimitives.h",
     ]
     headers += [
-        f"coreai_msl/{name}.h" for name in ("core", "cpu_abi", "entry", "runtime", "sync", "tensor")
+        f"coreai_msl/{name}.h"
+        for name in (
+            "core",
+            "cpu_abi",
+            "cuda_abi",
+            "entry",
+            "runtime",
+            "sync",
+            "tensor",
+        )
     ]
     flags = [
         "-std=c++23",
@@ -307,8 +316,8 @@ def test_every_msl_header_compiles_on_its_own() -> None:
         str(msl),
     ]
     for header in headers:
-        source = f"#include <coreai_msl_cpu.h>\n#include <{header}>\n"
-        if header.startswith("coreai_msl/") or header == "coreai_msl_cpu.h":
+        source = f"#include <coreai_msl.h>\n#include <{header}>\n"
+        if header.startswith("coreai_msl/") or header == "coreai_msl.h":
             source = f"#include <{header}>\n"
         p = subprocess.run(
             [C._cpu_compiler(), *flags, "-x", "c++", "-"],

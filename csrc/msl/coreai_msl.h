@@ -1,0 +1,63 @@
+// The prelude of every kernel the CPU and CUDA backends compile
+// (docs/internals.md §3, docs/cuda.md). One header library, two targets:
+//
+//   CPU:   clang++ -x c++,                        target_cpu.h
+//   CUDA:  clang++ -x cuda --cuda-device-only,    target_nvptx.h (with nvptx_math.h)
+//
+// The JITs' translation units are
+//
+//   #include <coreai_msl.h>
+//   namespace metal { <the buffer rendering, threadgroup rewritten> }
+//   <the entry shim>
+//
+// so everything a kernel can name must be declared here, at global scope,
+// before the rendering's own #include lines (which then expand to nothing:
+// every header they name is include-guarded and already seen).
+//
+// For the GPU, everything declared between here and the end of the rendering
+// is a host+device function (`#pragma clang force_cuda_host_device`), so the
+// headers need no CUDA attributes; the CUDA JIT reopens the pragma around the
+// rendering.
+#ifndef COREAI_MSL_H
+#define COREAI_MSL_H
+
+// Version of the runtime headers (this file, coreai_msl/{tensor,sync,entry,
+// runtime,cpu_abi,cuda_abi,target_*}.h); part of the JIT cache keys along with
+// COREAI_MSL_VERSION.
+#define COREAI_MSL_RUNTIME_VERSION 2
+
+#if defined(__CUDA__)
+#if !defined(__NVPTX__)
+#error "coreai_msl.h compiles for the GPU only: pass --cuda-device-only"
+#endif
+// Device versions of the C math functions, before any standard header.
+#include "coreai_msl/nvptx_math.h"
+#pragma clang force_cuda_host_device begin
+#endif
+
+#include "coreai_msl/core.h"
+#include "coreai_msl/cpu_abi.h"
+#include "coreai_msl/entry.h"
+#include "coreai_msl/runtime.h"
+#include "coreai_msl/sync.h"
+#include "coreai_msl/tensor.h"
+
+// Metal's address-space qualifiers. Device, constant and thread memory are
+// ordinary (generic) memory on both targets; `constant` data is read-only.
+// `threadgroup` is not a macro: the JITs rewrite it (storage becomes
+// COREAI_THREADGROUP_STORAGE, defined by the target header; on pointers and
+// references it is dropped), so a use the rewrite did not handle is a compile
+// error rather than silently per-thread memory.
+#define device
+#define constant const
+#define thread
+
+#include "MetalPerformancePrimitives/MetalPerformancePrimitives.h"
+#include "metal_stdlib"
+#include "metal_tensor"
+
+#if defined(__CUDA__)
+#pragma clang force_cuda_host_device end
+#endif
+
+#endif  // COREAI_MSL_H
