@@ -12,7 +12,7 @@ namespace coreai_torch {
 
 // Bits of KernelRecord::options.
 constexpr int64_t kOptionDebug = 1;     // CPU: bounds checks and unwritten-result report
-constexpr int64_t kOptionFastMath = 2;  // MPS: compile with fast math instead of safe math
+constexpr int64_t kOptionFastMath = 2;  // MPS, CUDA: compile with fast math instead of safe math
 
 // One rendered specialization, as registered. Immutable once registered.
 struct KernelRecord {
@@ -32,7 +32,7 @@ int64_t register_kernel(KernelRecord record);
 const KernelRecord& kernel_record(int64_t handle);
 
 // Allocates the results and runs the kernel on the device of `tensors`
-// (CPU or MPS). See docs/internals.md for the meaning of each argument.
+// (CPU, CUDA or MPS). See docs/internals.md for the meaning of each argument.
 std::vector<at::Tensor> launch(
     int64_t handle,
     at::TensorList tensors,

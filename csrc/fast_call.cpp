@@ -132,7 +132,7 @@ PyObject* fast_launch(PyObject* /*self*/, PyObject* const* argv, Py_ssize_t argc
           Py_RETURN_NONE;
         }
         const at::Device device = t.device();
-        if (!(device.is_cpu() || device.is_mps())) Py_RETURN_NONE;
+        if (!(device.is_cpu() || device.is_mps() || device.is_cuda())) Py_RETURN_NONE;
         if (!tensors.empty() && device != tensors[0].device()) Py_RETURN_NONE;
         tensors.push_back(t);
         break;

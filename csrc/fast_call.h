@@ -1,5 +1,5 @@
 // The eager fast path of TorchMetalKernel.__call__ (coreai_torch/kernel.py):
-// a plain call on CPU or MPS tensors of an already registered specialization
+// a plain call on CPU, CUDA or MPS tensors of an already registered specialization
 // is checked and launched here, without the dispatcher's boxing of the eight
 // list arguments of coreai_torch::launch. Anything else returns None and the
 // Python front end takes its general path, which raises every documented error.

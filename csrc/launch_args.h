@@ -35,6 +35,11 @@ namespace cpu {
 void run(int64_t handle, const KernelRecord& record, LaunchArgs& args);
 }  // namespace cpu
 
+namespace cuda {
+// Launches `args` on the current CUDA stream (csrc/cuda/). Compiles on first use.
+void run(int64_t handle, const KernelRecord& record, LaunchArgs& args);
+}  // namespace cuda
+
 #ifdef COREAI_TORCH_WITH_MPS
 namespace mps {
 // Encodes `args` on the current MPS stream (csrc/mps/). Compiles on first use.

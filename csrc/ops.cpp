@@ -1,6 +1,6 @@
 // The coreai_torch operator library (docs/internals.md §2): a registry of
 // rendered kernel specializations, validation of every launch, result and
-// metadata allocation, and dispatch to the CPU or MPS backend.
+// metadata allocation, and dispatch to the CPU, CUDA or MPS backend.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
@@ -371,9 +371,10 @@ std::vector<at::Tensor> launch(int64_t handle, at::TensorList tensors,
     return launch_meta(handle, tensors, scalars, grid, group, result_shapes, result_ranks,
                        result_dtypes);
   }
-  TORCH_CHECK(device.is_cpu() || device.is_mps(), "kernel '", r.name,
+  TORCH_CHECK(device.is_cpu() || device.is_mps() || device.is_cuda(), "kernel '", r.name,
               "': coreai_torch has no backend for ", device.type(),
-              " tensors; it runs kernels on CPU and MPS tensors. Move the inputs with .cpu().");
+              " tensors; it runs kernels on CPU, CUDA and MPS tensors. Move the inputs with "
+              ".cpu().");
 #ifndef COREAI_TORCH_WITH_MPS
   TORCH_CHECK(!device.is_mps(), "kernel '", r.name,
               "': this build of coreai_torch has no MPS backend (it is built on macOS only); "
@@ -387,6 +388,10 @@ std::vector<at::Tensor> launch(int64_t handle, at::TensorList tensors,
     return results_of(args);
   }
 #endif
+  if (device.is_cuda()) {
+    cuda::run(handle, r, args);
+    return results_of(args);
+  }
   cpu::run(handle, r, args);
   return results_of(args);
 }

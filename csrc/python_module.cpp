@@ -10,6 +10,8 @@
 #include "cpu/fiber.h"
 #include "cpu/jit.h"
 #include "cpu/source_scan.h"
+#include "cuda/jit.h"
+#include "cuda/toolchain.h"
 #include "fast_call.h"
 
 PYBIND11_MODULE(_C, m) {
@@ -41,6 +43,33 @@ PYBIND11_MODULE(_C, m) {
       },
       "The C++ compiler the CPU backend compiles kernels with.");
   m.def("_msl_directory", &coreai_torch::cpu::msl_directory);
+  m.def(
+      "_cuda_libdevice", [] { return coreai_torch::cuda::find_libdevice(nullptr); },
+      "The libdevice.10.bc the CUDA backend compiles with; empty if none is found.");
+  m.def(
+      "_cuda_compile_command",
+      [](const std::string& arch) {
+        const auto& tc = coreai_torch::cuda::toolchain("(compile command)");
+        std::vector<std::string> argv{tc.clang};
+        for (const std::string& flag : coreai_torch::cuda::device_compile_flags(
+                 tc, arch, false, coreai_torch::cpu::msl_directory())) {
+          argv.push_back(flag);
+        }
+        return argv;
+      },
+      pybind11::arg("arch"),
+      "The CUDA backend's compiler and flags for GPU architecture `arch` (before -o and the "
+      "input), for test programs over the same headers.");
+  m.def(
+      "_cuda_ptx",
+      [](int64_t handle, const std::string& arch) {
+        const coreai_torch::KernelRecord& record = coreai_torch::kernel_record(handle);
+        pybind11::gil_scoped_release no_gil;  // callers compile many kernels from threads
+        return coreai_torch::cuda::ptx_for(record, arch, false);
+      },
+      pybind11::arg("handle"), pybind11::arg("arch"),
+      "The PTX the CUDA backend compiles a registered kernel to for GPU architecture `arch` "
+      "(sm_XY); needs no GPU.");
   coreai_torch::add_fast_call(m);
 }
 
