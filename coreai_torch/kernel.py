@@ -2,7 +2,7 @@
 
 Each kernel defines one op, ``torch.ops.coreai_metal_kernels.<name>``, with the
 kernel's tensors and scalars followed by ``SymInt[]`` grid, threadgroup and
-result shapes. On CPU and MPS tensors the op runs the Metal source itself (through
+result shapes. On CPU, CUDA and MPS tensors the op runs the Metal source itself (through
 ``torch.ops.coreai_torch.launch``); under FakeTensor/Meta it allocates results
 whose dtypes come from ``torch_defn`` and whose shapes come from
 ``result_shapes``, so ``torch.export`` and ``torch.compile`` trace it as one node.
@@ -41,6 +41,8 @@ _SCHEMA_SCALAR = {int: "SymInt", float: "float", bool: "bool"}
 _ARG_KIND = {int: "i", float: "f", bool: "b"}
 _OPTION_DEBUG, _OPTION_FAST_MATH = 1, 2
 _RETURN_KIND_CODE = {"tensor": 0, "tuple": 1, "list": 2}  # csrc/fast_call.cpp
+# Devices whose tensors a backend runs the Metal source on (csrc/ops.cpp).
+_BACKEND_DEVICES = ("cpu", "cuda", "mps")
 
 # The live kernel behind each op name; an op always runs this object's definition.
 _ACTIVE: dict[str, TorchMetalKernel] = {}
@@ -69,7 +71,7 @@ class TorchMetalKernel:
     Settable per kernel after construction: ``execution_mode`` (``None`` follows
     :func:`coreai_torch.set_execution_mode`; ``"kernel"`` or ``"reference"``),
     ``debug`` (CPU bounds checks and unwritten-result report; default from
-    ``COREAI_TORCH_DEBUG``) and ``fast_math`` (MPS only; default safe math).
+    ``COREAI_TORCH_DEBUG``) and ``fast_math`` (MPS and CUDA; default safe math).
 
     Example::
 
@@ -186,7 +188,7 @@ class TorchMetalKernel:
         shapes = self._check_result_shapes(result_shapes)
         self._check_args(args)
         if _plain_eager(args):
-            # Same work as the op's CPU/MPS kernel, without the dispatcher round
+            # Same work as the op's CPU/CUDA/MPS kernel, without the dispatcher round
             # trip; anything being traced, faked or differentiated takes the op.
             return self._run(args, grid, group, shapes)
         return self.op(*args, grid, group, *shapes)
@@ -336,7 +338,7 @@ class TorchMetalKernel:
         return (_OPTION_DEBUG if self.debug else 0) | (_OPTION_FAST_MATH if self.fast_math else 0)
 
     def _launch(self, inputs: tuple, grid: list, group: list, shapes: list[list[int]]) -> Any:
-        """Run the kernel source on CPU or MPS tensors (the hot path of an eager call)."""
+        """Run the kernel source on CPU, CUDA or MPS tensors (the hot path of an eager call)."""
         tensors = [v for v, s in zip(inputs, self._is_scalar) if not s]
         key = (
             tuple((t.dtype, t.dim()) for t in tensors),
@@ -410,7 +412,7 @@ class TorchMetalKernel:
         return self._shape_results(outs)
 
     def _eager(self, *flat: Any) -> Any:
-        """The op's CPU and MPS kernel."""
+        """The op's CPU, CUDA and MPS kernel."""
         n = len(self.input_names)
         shapes = [list(s) for s in flat[n + 2 :]]
         return self._run(flat[:n], list(flat[n]), list(flat[n + 1]), shapes)
@@ -429,7 +431,7 @@ class TorchMetalKernel:
             warnings.warn(
                 f"coreai_torch has no backend for {key} tensors: kernel '{self.name}' (and "
                 f"every kernel on {key}) runs its torch_defn reference instead of the Metal "
-                "source. Move the tensors to the CPU or MPS to run the kernel itself.",
+                "source. Move the tensors to the CPU, CUDA or MPS to run the kernel itself.",
                 stacklevel=3,
             )
         return self._reference(flat[:n], [list(s) for s in flat[n + 2 :]])
@@ -501,7 +503,7 @@ def _plain_eager(args: tuple[Any, ...]) -> bool:
     grad = torch.is_grad_enabled()
     for a in args:
         if type(a) is torch.Tensor:
-            if (grad and a.requires_grad) or a.device.type not in ("cpu", "mps"):
+            if (grad and a.requires_grad) or a.device.type not in _BACKEND_DEVICES:
                 return False
         elif isinstance(a, torch.Tensor):  # FakeTensor, FunctionalTensor, other subclasses
             return False
@@ -596,8 +598,8 @@ def _define_op(kernel: TorchMetalKernel) -> torch._ops.OpOverload:
     def active() -> TorchMetalKernel:
         return _ACTIVE[name]
 
-    lib.impl(name, lambda *a: active()._eager(*a), "CPU")
-    lib.impl(name, lambda *a: active()._eager(*a), "MPS")
+    for key in ("CPU", "CUDA", "MPS"):
+        lib.impl(name, lambda *a: active()._eager(*a), key)
     lib.impl(name, lambda *a: active()._other_device(*a), "CompositeExplicitAutograd")
     torch.library.register_fake(f"{NAMESPACE}::{name}", lambda *a: active()._fake(*a), lib=lib)
     _LIBRARIES[name] = lib
