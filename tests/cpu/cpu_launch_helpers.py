@@ -6,12 +6,19 @@ so the tests of the C++ op and the CPU backend do not depend on the front end.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import coreai_torch._C  # noqa: F401  (registers torch.ops.coreai_torch)
 import torch
 
 from coreai_torch.contract import METAL_TYPES
+
+# tests/, for kernel_testing, also when a child process imports this file alone.
+if str(Path(__file__).resolve().parents[1]) not in sys.path:
+    sys.path.append(str(Path(__file__).resolve().parents[1]))
+from kernel_testing import LAUNCHED_KERNELS, cross_check
 
 METAL_TYPE = METAL_TYPES  # the dtype table of DESIGN.md
 SCALAR_KIND = {"int": "i", "float": "f", "bool": "b"}
@@ -40,6 +47,7 @@ class Kernel:
     handle: int
     results: tuple[Tensor, ...]
     source: str
+    debug: bool = False
 
     def __call__(
         self,
@@ -48,18 +56,24 @@ class Kernel:
         group: tuple[int, int, int],
         shapes: list[list[int]],
     ) -> list[torch.Tensor]:
-        tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        scalars = [a for a in args if not isinstance(a, torch.Tensor)]
-        return torch.ops.coreai_torch.launch(
-            self.handle,
-            tensors,
-            scalars,
-            list(grid),
-            list(group),
-            [d for s in shapes for d in s],
-            [len(s) for s in shapes],
-            [r.dtype for r in self.results],
-        )
+        def launch(values: tuple) -> list[torch.Tensor]:
+            return torch.ops.coreai_torch.launch(
+                self.handle,
+                [a for a in values if isinstance(a, torch.Tensor)],
+                [a for a in values if not isinstance(a, torch.Tensor)],
+                list(grid),
+                list(group),
+                [d for s in shapes for d in s],
+                [len(s) for s in shapes],
+                [r.dtype for r in self.results],
+            )
+
+        # In device mode the launch also runs on the test device (kernel_testing);
+        # these tests check the device's results themselves, and some of their
+        # kernels leave results unwritten on purpose, so only inputs are compared.
+        out = cross_check(self.name, launch, args, self.debug, results=False)
+        LAUNCHED_KERNELS.append((self.name, self.handle))
+        return out
 
 
 def render(
@@ -129,4 +143,4 @@ def kernel(
     handle = torch.ops.coreai_torch.register_kernel(
         name, source, entry, kinds, names, [a[2] for a in attrs], 1 if debug else 0
     )
-    return Kernel(name, handle, tuple(results), source)
+    return Kernel(name, handle, tuple(results), source, debug)

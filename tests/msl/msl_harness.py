@@ -4,12 +4,19 @@ A check program is a function body that runs inside ``namespace metal`` (as a
 kernel does on the CPU backend) and reports values with ``emit("name", v...)``.
 Floating-point values are printed as hexadecimal floats, so the Python side
 sees the exact bits; integers as decimal.
+
+In device mode for CUDA (``COREAI_TORCH_TEST_DEVICE=cuda``) the same program is
+compiled by the CUDA backend's compiler command for the GPU, as one device
+function around the same headers, and runs on one GPU thread (cuda_runner.py);
+emit() prints with the GPU's printf. The values are then the GPU's.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -67,12 +74,30 @@ namespace metal {
 using check::emit;
 void run_checks();
 }  // namespace metal
+"""
 
+HOST_MAIN = """
 int main() {
   metal::run_checks();
   return 0;
 }
 """
+
+ON_GPU = os.environ.get("COREAI_TORCH_TEST_DEVICE") == "cuda"
+GPU_ARCH = "sm_90"
+# The program as device code: host+device functions over the same headers,
+# printf declared for the device (clang lowers it to the GPU's vprintf).
+GPU_HEAD = """
+#include <coreai_msl/nvptx_math.h>
+extern "C" __attribute__((device)) int printf(const char*, ...);
+#include <cstdio>
+#pragma clang force_cuda_host_device begin
+"""
+GPU_MAIN = """
+#pragma clang force_cuda_host_device end
+extern "C" __attribute__((global)) void coreai_checks() { metal::run_checks(); }
+"""
+CUDA_RUNNER = Path(__file__).with_name("cuda_runner.py")
 
 
 def find_clang() -> str:
@@ -91,10 +116,45 @@ def _parse_token(token: str) -> float | int:
 
 
 def _source(body: str, globals_src: str) -> str:
-    return (
+    program = (
         f"{PRELUDE}\n{globals_src}\nnamespace metal {{\nvoid run_checks() {{\n{body}\n}}\n"
         "}  // namespace metal\n"
     )
+    return f"{GPU_HEAD}{program}{GPU_MAIN}" if ON_GPU else program + HOST_MAIN
+
+
+def _gpu_command() -> list[str]:
+    from coreai_torch import _C
+
+    return _C._cuda_compile_command(GPU_ARCH)
+
+
+def _build_and_run(source: Path, extra_flags: tuple[str, ...]) -> str:
+    """Compiles ``source`` for this mode's target, runs it, returns what it printed."""
+    if ON_GPU:
+        ptx = source.with_suffix(".ptx")
+        build = subprocess.run(
+            [*_gpu_command(), *extra_flags, "-o", str(ptx), str(source)],
+            capture_output=True,
+            text=True,
+        )
+        assert build.returncode == 0, f"check program failed to compile:\n{build.stderr}"
+        run = subprocess.run(
+            [sys.executable, str(CUDA_RUNNER), str(ptx)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    else:
+        binary = source.with_suffix("")
+        cmd = [find_clang(), *KERNEL_FLAGS, *WARNING_FLAGS, *extra_flags, f"-I{MSL_INCLUDE_DIR}"]
+        build = subprocess.run(
+            [*cmd, str(source), "-o", str(binary)], capture_output=True, text=True
+        )
+        assert build.returncode == 0, f"check program failed to compile:\n{build.stderr}"
+        run = subprocess.run([str(binary)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, f"check program failed:\n{run.stderr}"
+    return run.stdout
 
 
 def run_checks(body: str, globals_src: str = "", extra_flags: tuple[str, ...] = ()) -> dict:
@@ -102,20 +162,12 @@ def run_checks(body: str, globals_src: str = "", extra_flags: tuple[str, ...] = 
 
     ``globals_src`` goes at global scope before the body (extra includes).
     """
-    clang = find_clang()
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / "checks.cpp"
-        binary = Path(tmp) / "checks"
         source.write_text(_source(body, globals_src))
-        cmd = [clang, *KERNEL_FLAGS, *WARNING_FLAGS, *extra_flags, f"-I{MSL_INCLUDE_DIR}"]
-        build = subprocess.run(
-            [*cmd, str(source), "-o", str(binary)], capture_output=True, text=True
-        )
-        assert build.returncode == 0, f"check program failed to compile:\n{build.stderr}"
-        run = subprocess.run([str(binary)], capture_output=True, text=True, timeout=120)
-        assert run.returncode == 0, f"check program failed:\n{run.stderr}"
+        output = _build_and_run(source, extra_flags)
     results: dict[str, list] = {}
-    for line in run.stdout.splitlines():
+    for line in output.splitlines():
         name, *tokens = line.split()
         # Emitting one name repeatedly (from a loop) appends to its values.
         results.setdefault(name, []).extend(_parse_token(t) for t in tokens)
@@ -127,13 +179,13 @@ def compile_errors(bodies: list[str]) -> list[str]:
 
     The bodies are compiled concurrently; each must fail to compile.
     """
-    clang = find_clang()
+    compiler = _gpu_command() if ON_GPU else [find_clang(), *KERNEL_FLAGS, f"-I{MSL_INCLUDE_DIR}"]
 
     def compile_one(body: str) -> str:
         with tempfile.TemporaryDirectory() as tmp:
             source = Path(tmp) / "bad.cpp"
             source.write_text(_source(body, ""))
-            cmd = [clang, *KERNEL_FLAGS, "-fsyntax-only", f"-I{MSL_INCLUDE_DIR}", str(source)]
+            cmd = [*compiler, "-fsyntax-only", str(source)]
             result = subprocess.run(cmd, capture_output=True, text=True)
         assert result.returncode != 0, f"expected a compile error for:\n{body}"
         return result.stderr
