@@ -14,12 +14,15 @@
 // row = (qid & 4) + (L / 2) % 4, column = (qid & 2) * 2 + (L % 2) * 2.
 //
 // simdgroup_load and simdgroup_store move each lane's own two elements; the
-// products gather every lane's elements through the SIMD-group exchange of
-// the CPU backend (coreai::simd::exchange in sync.h), so they are SIMD-group
-// functions that every lane must reach, as on the GPU. A product sums the
+// products gather the lanes' elements (coreai::simd::gather: one exchange on
+// the CPU, warp shuffles on NVIDIA GPUs), so they are SIMD-group functions
+// that every lane must reach, as on the GPU. A product sums the
 // eight terms of each element in float with fused multiply-adds, in order of
 // k, starting from the accumulator, and rounds once to the result type; the
-// GPU's order within the eight terms is not specified.
+// GPU's order within the eight terms is not specified. Where the target has
+// matrix units for the operand types (NVIDIA GPUs: half or bfloat operands,
+// coreai::simd::has_matrix_units) they compute the product, accumulating in
+// float in their own order.
 #ifndef COREAI_MSL_SIMDGROUP_MATRIX_H
 #define COREAI_MSL_SIMDGROUP_MATRIX_H
 
@@ -144,27 +147,52 @@ inline void simdgroup_multiply_accumulate(simdgroup_matrix<TD, 8, 8>& d,
                                           const simdgroup_matrix<TA, 8, 8>& a,
                                           const simdgroup_matrix<TB, 8, 8>& b,
                                           const simdgroup_matrix<TC, 8, 8>& c) {
+  if constexpr (coreai::simd::has_matrix_units<TA, TB>) {
+    float d0, d1;
+    if (coreai::simd::multiply_8x8_on_matrix_units(a.elements_, b.elements_,
+                                                   static_cast<float>(c.elements_[0]),
+                                                   static_cast<float>(c.elements_[1]), d0, d1)) {
+      vec<TD, 2> out;
+      out[0] = static_cast<TD>(d0);
+      out[1] = static_cast<TD>(d1);
+      d.elements_ = out;
+      return;
+    }
+  }
   struct operands {
     vec<TA, 2> a;
     vec<TB, 2> b;
   };
-  const coreai_cpu_simd_view v = coreai::simd::exchange(operands{a.elements_, b.elements_});
+  // Every lane reads the same number of values, in the same order (a target
+  // may move each one with a shuffle): its row of a, then its two columns of b.
+  const auto all = coreai::simd::gather(operands{a.elements_, b.elements_});
+  const int r = simdgroup_layout::row(all.lane);
+  const int c0 = simdgroup_layout::column(all.lane, 0);  // even: c0 and c0 + 1 share a lane
   // A lane that is not running contributes zeros (its elements are undefined on the GPU).
-  auto element = [&](bool of_a, int r, int col) -> float {
-    const unsigned holder = simdgroup_layout::lane(r, col);
-    if (!coreai::simd::active(v, holder)) return 0.0f;
-    const operands o = coreai::simd::value_of<operands>(v, holder);
-    return of_a ? static_cast<float>(o.a[simdgroup_layout::slot(col)])
-                : static_cast<float>(o.b[simdgroup_layout::slot(col)]);
-  };
-  const int r = simdgroup_layout::row(v.lane);
-  vec<TD, 2> out;
-  for (int s = 0; s < 2; ++s) {
-    const int col = simdgroup_layout::column(v.lane, s);
-    float sum = static_cast<float>(c.elements_[s]);
-    for (int k = 0; k < 8; ++k) sum = std::fma(element(true, r, k), element(false, k, col), sum);
-    out[s] = static_cast<TD>(sum);
+  float row[8], col0[8], col1[8];
+  for (int k = 0; k < 8; k += 2) {
+    const unsigned holder = simdgroup_layout::lane(r, k);
+    const vec<TA, 2> pair = all.from(holder, [](const operands& o) { return o.a; });
+    const bool present = coreai::simd::is_active(all.active, holder);
+    row[k] = present ? static_cast<float>(pair[0]) : 0.0f;
+    row[k + 1] = present ? static_cast<float>(pair[1]) : 0.0f;
   }
+  for (int k = 0; k < 8; ++k) {
+    const unsigned holder = simdgroup_layout::lane(k, c0);
+    const vec<TB, 2> pair = all.from(holder, [](const operands& o) { return o.b; });
+    const bool present = coreai::simd::is_active(all.active, holder);
+    col0[k] = present ? static_cast<float>(pair[0]) : 0.0f;
+    col1[k] = present ? static_cast<float>(pair[1]) : 0.0f;
+  }
+  float sum0 = static_cast<float>(c.elements_[0]);
+  float sum1 = static_cast<float>(c.elements_[1]);
+  for (int k = 0; k < 8; ++k) {
+    sum0 = std::fma(row[k], col0[k], sum0);
+    sum1 = std::fma(row[k], col1[k], sum1);
+  }
+  vec<TD, 2> out;
+  out[0] = static_cast<TD>(sum0);
+  out[1] = static_cast<TD>(sum1);
   d.elements_ = out;
 }
 
