@@ -17,6 +17,7 @@
 #include "cpu/source_scan.h"
 #include "cpu/subprocess.h"
 #include "launch_args.h"
+#include "cuda/ptx_fixup.h"
 #include "cuda/toolchain.h"
 #include "msl/coreai_msl/cuda_abi.h"
 
@@ -215,6 +216,27 @@ PtxJob ptx_job(const KernelRecord& record, const std::string& arch, bool bounded
   return job;
 }
 
+// Fixes `ptx`'s half and bfloat globals (ptx_fixup.h) from the LLVM IR of the
+// same translation unit `cu`; an error if one cannot be fixed.
+void repair_16bit_globals(const KernelRecord& record, const PtxJob& job, std::string& ptx,
+                          const std::string& cu, const std::string& ll) {
+  std::vector<std::string> flags = job.flags;
+  flags.push_back("-emit-llvm");
+  const cpu::ProcessResult result =
+      run_clang(*job.toolchain, flags, prelude_pch(record, *job.toolchain, job.flags, false), cu,
+                ll);
+  std::ifstream in(ll, std::ios::binary);
+  std::ostringstream ir;
+  ir << in.rdbuf();
+  std::remove(ll.c_str());
+  const std::string missing =
+      result.started && result.exit_code == 0 ? fix_16bit_globals(ptx, ir.str()) : "every one";
+  TORCH_CHECK(missing.empty(), "kernel '", record.name,
+              "': the CUDA backend cannot give the half/bfloat constants ", missing,
+              " their values on the GPU (clang's NVPTX backend misprints them). Make them "
+              "local variables of the kernel, or run the kernel on CPU tensors.");
+}
+
 // The PTX of `job`, from the disk cache or compiled by clang.
 std::string compile(const KernelRecord& record, const PtxJob& job) {
   const Toolchain& tc = *job.toolchain;
@@ -246,6 +268,16 @@ std::string compile(const KernelRecord& record, const PtxJob& job) {
   text << in.rdbuf();
   std::string ptx = text.str();
   TORCH_CHECK(!ptx.empty(), "kernel '", record.name, "': clang wrote no PTX to ", tmp_ptx);
+  if (!misprinted_16bit_globals(ptx).empty()) {
+    try {
+      repair_16bit_globals(record, job, ptx, tmp_cu, stem + ".ll");
+    } catch (...) {
+      std::remove(tmp_cu.c_str());
+      std::remove(tmp_ptx.c_str());
+      throw;
+    }
+    std::ofstream(tmp_ptx, std::ios::binary | std::ios::trunc) << ptx;
+  }
   store(tmp_ptx, ptx_path);
   // The translation unit is kept beside the PTX, to read what was compiled.
   if (!publish(tmp_cu, dir + "/" + job.key + ".cu")) std::remove(tmp_cu.c_str());

@@ -97,6 +97,56 @@ def test_the_gpu_compiles_the_same_rendering_with_threadgroup_memory_as_shared_m
     assert ".target sm_90" in ptx
 
 
+def _alternate_fill(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    even = torch.arange(x.numel()) % 2 == 0
+    return x.masked_fill(even, -2.5), y.masked_fill(even, -2.5)
+
+
+# A half and a bfloat constant that the kernel takes by reference, so that
+# they live in GPU memory (as MLX's sort keeps its NaN padding key).
+narrow_constants = TorchMetalKernel(
+    "cuda_narrow_constants",
+    ["x", "y"],
+    ["a", "b"],
+    src="""
+        a[id] = pick(x[id], id % 2 == 0, Fill<half>::v);
+        b[id] = pick(y[id], id % 2 == 0, Fill<bfloat>::v);
+    """,
+    helper_src="""
+        template <typename T> struct Fill { static constexpr constant T v = T(-2.5f); };
+        template <typename T>
+        __attribute__((noinline)) T pick(T keep, bool fill, const constant T& value) {
+          return fill ? value : keep;
+        }
+    """,
+    torch_defn=_alternate_fill,
+    metal_params=[GID],
+)
+NARROW_INPUTS = (torch.ones(8, dtype=torch.float16), torch.ones(8, dtype=torch.bfloat16))
+NARROW_CALL = {
+    "threads_per_grid": (8, 1, 1),
+    "threads_per_thread_group": (8, 1, 1),
+    "result_shapes": [[8], [8]],
+}
+
+
+def test_half_and_bfloat_constants_in_gpu_memory_keep_their_values() -> None:
+    spec = narrow_constants.specialization(NARROW_INPUTS, [1, 1], [torch.half, torch.bfloat16])
+    handle = torch.ops.coreai_torch.register_kernel.default(*narrow_constants.registration(spec))
+    ptx = _C._cuda_ptx(handle, "sm_90")
+    # clang 19 spells these as 64-bit float literals, which ptxas reads as 0;
+    # the backend writes the 16-bit patterns of -2.5 from the LLVM IR instead.
+    assert ".b16 _ZN5metal4FillIDF16_E1vE = 0xC100;" in ptx  # half
+    assert ".b16 _ZN5metal4FillIDF16bE1vE = 0xC020;" in ptx  # bfloat
+
+
+@requires_gpu
+def test_half_and_bfloat_constants_on_the_gpu() -> None:
+    got = narrow_constants(*(t.cuda() for t in NARROW_INPUTS), **NARROW_CALL)
+    for g, want in zip(got, _alternate_fill(*NARROW_INPUTS)):
+        torch.testing.assert_close(g.cpu(), want, rtol=0, atol=0)
+
+
 def test_compile_errors_point_at_the_users_lines() -> None:
     broken = TorchMetalKernel(
         "cuda_broken",

@@ -17,9 +17,10 @@ which runs last, compiles each of them for NVIDIA GPUs.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -41,6 +42,17 @@ BACKEND_TOLERANCE = {
     torch.float16: {"rtol": 2e-3, "atol": 1e-5},
     torch.bfloat16: {"rtol": 1.6e-2, "atol": 1e-5},
 }
+# Kernels that multiply simdgroup matrices: with half or bfloat operands the
+# GPU's tensor cores sum the products of each 8x8x8 step in their own order,
+# so float results are sums of the same terms in another order, which moves
+# them by a few float ulps of the sum of the terms' magnitudes (the tolerance
+# the corpus tests use for such sums against torch). Narrow results are within
+# BACKEND_TOLERANCE already: one rounding of such a float.
+REORDERED_SUM_TOLERANCE = {torch.float32: {"rtol": 1e-4, "atol": 1e-4}}
+# Results whose values each backend chooses (which thread owns which element
+# of a cooperative tensor): compared by the test's own checks, not across
+# backends. See backend_defined_results().
+_BACKEND_DEFINED: set[int] = set()
 
 
 def run_checked(kernel: TorchMetalKernel, *args: Any, opcheck: bool = True, **call: Any) -> Any:
@@ -69,18 +81,41 @@ def to_device(value: Any, device: str) -> Any:
     return value
 
 
-def assert_backends_agree(kernel: str, expected: Any, got: Any, what: str) -> None:
-    """``got`` (on any device) equals ``expected`` (CPU): exactly, or within BACKEND_TOLERANCE."""
+@contextlib.contextmanager
+def backend_defined_results(*indices: int) -> Iterator[None]:
+    """Within it, device mode leaves the results at ``indices`` out of the comparison.
+
+    For values that Metal leaves to the implementation (each backend's own
+    choice); the test's own checks still judge the device's values.
+    """
+    _BACKEND_DEFINED.update(indices)
+    try:
+        yield
+    finally:
+        _BACKEND_DEFINED.difference_update(indices)
+
+
+def assert_backends_agree(
+    kernel: str, expected: Any, got: Any, what: str, reordered_sums: bool = False
+) -> None:
+    """``got`` (on any device) equals ``expected`` (CPU): exactly, or within BACKEND_TOLERANCE.
+
+    ``reordered_sums``: float results may be sums in another order (REORDERED_SUM_TOLERANCE).
+    """
     if isinstance(expected, (list, tuple)):
         assert len(expected) == len(got), (
             f"{kernel}: {what}: {len(got)} values, not {len(expected)}"
         )
         for i, (e, g) in enumerate(zip(expected, got)):
-            assert_backends_agree(kernel, e, g, f"{what}[{i}]")
+            if what == "results" and i in _BACKEND_DEFINED:
+                continue
+            assert_backends_agree(kernel, e, g, f"{what}[{i}]", reordered_sums)
         return
     if not isinstance(expected, torch.Tensor):
         return
     tolerance = BACKEND_TOLERANCE.get(expected.dtype, {"rtol": 0, "atol": 0})
+    if reordered_sums:
+        tolerance = REORDERED_SUM_TOLERANCE.get(expected.dtype, tolerance)
     torch.testing.assert_close(
         got.cpu(),
         expected,
@@ -104,7 +139,13 @@ def _plain_cpu_call(args: tuple) -> bool:
 
 
 def cross_check(
-    kernel: str, launch: Callable[[tuple], Any], args: tuple, debug: bool, *, results: bool = True
+    kernel: str,
+    launch: Callable[[tuple], Any],
+    args: tuple,
+    debug: bool,
+    *,
+    results: bool = True,
+    reordered_sums: bool = False,
 ) -> Any:
     """``launch(args)``; in device mode also on the test device, which must agree.
 
@@ -120,7 +161,7 @@ def cross_check(
     expected = launch(args)  # raises what the test expects, if anything
     got = launch(moved)
     if results:
-        assert_backends_agree(kernel, expected, got, "results")
+        assert_backends_agree(kernel, expected, got, "results", reordered_sums)
     assert_backends_agree(kernel, list(args), list(moved), "inputs after the call")
     return to_device(got, "cpu")
 
@@ -132,7 +173,14 @@ def install_device_mode() -> None:
     def call(self: TorchMetalKernel, *args: Any, **kwargs: Any) -> Any:
         if modes.resolve(self.execution_mode) != "kernel":
             return on_cpu(self, *args, **kwargs)
-        return cross_check(self.name, lambda a: on_cpu(self, *a, **kwargs), args, self.debug)
+        multiplies = "simdgroup_multiply" in f"{self.src}\n{self.helper_src}"
+        return cross_check(
+            self.name,
+            lambda a: on_cpu(self, *a, **kwargs),
+            args,
+            self.debug,
+            reordered_sums=multiplies,
+        )
 
     TorchMetalKernel.__call__ = call
 
