@@ -98,7 +98,7 @@ def test_the_gpu_compiles_the_same_rendering_with_threadgroup_memory_as_shared_m
 
 
 def _alternate_fill(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    even = torch.arange(x.numel()) % 2 == 0
+    even = torch.arange(x.numel(), device=x.device) % 2 == 0
     return x.masked_fill(even, -2.5), y.masked_fill(even, -2.5)
 
 
