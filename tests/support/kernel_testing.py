@@ -59,8 +59,12 @@ def run_checked(kernel: TorchMetalKernel, *args: Any, opcheck: bool = True, **ca
     """Calls ``kernel`` and, unless told not to, passes its op through torch.library.opcheck.
 
     opcheck checks the schema, the fake (Meta) implementation against the real
-    one, and that the op traces under AOT dispatch with dynamic shapes. In
-    device mode it runs on the test device.
+    one, and that the op traces under AOT dispatch with dynamic shapes. When
+    the kernel takes and returns floating-point tensors it runs a second time
+    with those inputs requiring grad, which checks the op's autograd
+    registration and compares the gradients of the traced op with eager ones.
+    (opcheck adds up all results in the first one's dtype, so it cannot take
+    integer results there.) In device mode both run on the test device.
     """
     out = kernel(*args, **call)
     if opcheck:
@@ -69,7 +73,15 @@ def run_checked(kernel: TorchMetalKernel, *args: Any, opcheck: bool = True, **ca
         shapes = [list(s) for s in call["result_shapes"]]
         op_args = to_device(args, TEST_DEVICE) if TEST_DEVICE else args
         torch.library.opcheck(kernel.op, (*op_args, grid, group, *shapes))
+        results = [out] if isinstance(out, torch.Tensor) else list(out)
+        if any(map(_floating, op_args)) and all(map(_floating, results)):
+            differentiable = [a.detach().requires_grad_() if _floating(a) else a for a in op_args]
+            torch.library.opcheck(kernel.op, (*differentiable, grid, group, *shapes))
     return out
+
+
+def _floating(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.is_floating_point()
 
 
 def to_device(value: Any, device: str) -> Any:
