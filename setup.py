@@ -1,4 +1,4 @@
-"""Builds ``coreai_torch._C``: the launch op, the CPU backend and, on macOS, the MPS backend.
+"""Builds ``coreai_torch._C``: the launch op, the CPU and CUDA backends and, on macOS, MPS.
 
 ``pip install --no-build-isolation .`` (torch must already be installed, so the
 extension is compiled against the torch that will load it).
@@ -7,6 +7,7 @@ extension is compiled against the torch that will load it).
 import sys
 from pathlib import Path
 
+import torch
 from setuptools import find_packages, setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
@@ -14,13 +15,23 @@ ROOT = Path(__file__).parent.resolve()
 CSRC = ROOT / "csrc"
 IS_MACOS = sys.platform == "darwin"
 
-sources = sorted(str(p.relative_to(ROOT)) for p in [*CSRC.glob("*.cpp"), *CSRC.glob("cpu/*.cpp")])
+# csrc/cuda/ loads the CUDA driver at run time: it builds without a CUDA toolkit.
+sources = sorted(
+    str(p.relative_to(ROOT))
+    for p in [*CSRC.glob("*.cpp"), *CSRC.glob("cpu/*.cpp"), *CSRC.glob("cuda/*.cpp")]
+)
 # torch 2.13 headers are C++20.
 extra_compile_args = ["-std=c++20", "-O2", "-fvisibility=hidden"]
 extra_link_args = []
 # The source tree's msl/ headers, for editable installs (an installed wheel finds
 # its own copy next to _C, see csrc/cpu/jit.cpp).
-define_macros = [("COREAI_TORCH_SOURCE_MSL_DIR", f'"{CSRC / "msl"}"')]
+define_macros = [
+    ("COREAI_TORCH_SOURCE_MSL_DIR", f'"{CSRC / "msl"}"'),
+    # std::string crosses into libtorch (operator arguments): use torch's
+    # libstdc++ ABI whatever the compiler's default is (some GCC builds
+    # default to the old one; torch's extension builder no longer says).
+    ("_GLIBCXX_USE_CXX11_ABI", str(int(torch._C._GLIBCXX_USE_CXX11_ABI))),
+]
 
 if not IS_MACOS:
     # at::parallel_for is header code that runs serially unless compiled with

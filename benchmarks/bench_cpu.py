@@ -247,13 +247,18 @@ def barrier_row(s: Sizes) -> dict[str, Any]:
     )
 
 
-def _probe(cache_dir: str) -> dict[str, float]:
+def probe(cache_dir: str, device: str = "cpu") -> dict[str, float]:
+    """startup_probe.py in a new process with ``cache_dir`` as the kernel cache."""
     env = dict(os.environ, COREAI_TORCH_CACHE_DIR=cache_dir)
     done = subprocess.run(
-        [sys.executable, str(_PROBE)], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, str(_PROBE), device],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     if done.returncode != 0:
-        raise RuntimeError(f"{_PROBE.name} failed ({done.returncode}):\n{done.stderr}")
+        raise RuntimeError(f"{_PROBE.name} {device} failed ({done.returncode}):\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -261,9 +266,9 @@ def startup_rows(smoke: bool) -> list[dict[str, Any]]:
     """Cold compile and warm-cache start, each in a new process."""
     warm_runs = 1 if smoke else 5
     with tempfile.TemporaryDirectory(prefix="coreai_torch_bench_cache_") as cache:
-        cold = _probe(cache)
+        cold = probe(cache)
         # The median of a few warm starts: one process is one sample.
-        warm = sorted((_probe(cache) for _ in range(warm_runs)), key=lambda p: p["first_result"])
+        warm = sorted((probe(cache) for _ in range(warm_runs)), key=lambda p: p["first_result"])
     middle = warm[len(warm) // 2]
     return [
         row(

@@ -184,3 +184,173 @@ if (id < out.get_extent(0)) out[id] = x[id] + count;
 def barriers_per_thread(k: int) -> int:
     """Barriers each thread of the tiled matmul passes for an inner size ``k``."""
     return 2 * ((k + TILE - 1) // TILE)
+
+
+# ---- row kernels in the style of MLX's (one threadgroup per row, four elements
+# per thread per step, SIMD-group then threadgroup reductions). Rows are the
+# innermost torch dimension and contiguous: a torch [rows, dim] tensor is
+# x[col, row] here, and &x[0, row] is the row's first element.
+
+_ROW_PARAMS = [
+    MetalParameter("row", "uint", "threadgroup_position_in_grid"),
+    MetalParameter("lid", "uint", "thread_index_in_threadgroup"),
+    MetalParameter("threads", "uint", "threads_per_threadgroup"),
+    MetalParameter("lane", "uint", "thread_index_in_simdgroup"),
+    MetalParameter("simd", "uint", "simdgroup_index_in_threadgroup"),
+    MetalParameter("simds", "uint", "simdgroups_per_threadgroup"),
+]
+
+
+def torch_softmax(x: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(x.float(), dim=-1).to(x.dtype)
+
+
+# Online softmax: one pass keeps each thread's running maximum and the sum of
+# exponentials relative to it; the second pass reads the row again (from
+# cache) and writes exp(x - max) / sum.
+softmax = TorchMetalKernel(
+    "bench_softmax",
+    ["x"],
+    ["out"],
+    src="""
+const uint dim = x.get_extent(0);
+device const half* in_row = &x[0, row];
+device half* out_row = &out[0, row];
+float m = -INFINITY, s = 0.0f;
+for (uint i = 4 * lid; i < dim; i += 4 * threads) {
+    const float4 v = float4(*(device const half4*)(in_row + i));
+    const float new_m = max(m, max(max(v.x, v.y), max(v.z, v.w)));
+    const float4 e = exp(v - new_m);
+    s = s * exp(m - new_m) + (e.x + e.y) + (e.z + e.w);
+    m = new_m;
+}
+threadgroup float maxes[32];
+threadgroup float sums[32];
+float simd_m = simd_max(m);
+float simd_s = simd_sum(m == -INFINITY ? 0.0f : s * exp(m - simd_m));
+if (lane == 0) { maxes[simd] = simd_m; sums[simd] = simd_s; }
+threadgroup_barrier(mem_flags::mem_threadgroup);
+if (simd == 0) {
+    const float gm = lane < simds ? maxes[lane] : -INFINITY;
+    const float gs = lane < simds ? sums[lane] : 0.0f;
+    const float total_m = simd_max(gm);
+    const float total_s = simd_sum(gm == -INFINITY ? 0.0f : gs * exp(gm - total_m));
+    if (lane == 0) { maxes[0] = total_m; sums[0] = total_s; }
+}
+threadgroup_barrier(mem_flags::mem_threadgroup);
+const float row_max = maxes[0];
+const float inverse = 1.0f / sums[0];
+for (uint i = 4 * lid; i < dim; i += 4 * threads) {
+    const float4 v = float4(*(device const half4*)(in_row + i));
+    *(device half4*)(out_row + i) = half4(exp(v - row_max) * inverse);
+}
+""",
+    torch_defn=torch_softmax,
+    metal_params=_ROW_PARAMS,
+)
+
+
+def torch_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return torch.nn.functional.rms_norm(x, (x.shape[-1],), weight, eps)
+
+
+rms_norm = TorchMetalKernel(
+    "bench_rms_norm",
+    ["x", "weight", "eps"],
+    ["out"],
+    src="""
+const uint dim = x.get_extent(0);
+device const half* in_row = &x[0, row];
+device half* out_row = &out[0, row];
+device const half* w = &weight[0];
+float acc = 0.0f;
+for (uint i = 4 * lid; i < dim; i += 4 * threads) {
+    const float4 v = float4(*(device const half4*)(in_row + i));
+    acc += dot(v, v);
+}
+threadgroup float partial[32];
+acc = simd_sum(acc);
+if (lane == 0) partial[simd] = acc;
+threadgroup_barrier(mem_flags::mem_threadgroup);
+if (simd == 0) {
+    const float total = simd_sum(lane < simds ? partial[lane] : 0.0f);
+    if (lane == 0) partial[0] = total;
+}
+threadgroup_barrier(mem_flags::mem_threadgroup);
+const float scale = rsqrt(partial[0] / float(dim) + eps);
+for (uint i = 4 * lid; i < dim; i += 4 * threads) {
+    const float4 v = float4(*(device const half4*)(in_row + i));
+    const float4 g = float4(*(device const half4*)(w + i));
+    *(device half4*)(out_row + i) = half4(v * scale * g);
+}
+""",
+    torch_defn=torch_rms_norm,
+    metal_params=_ROW_PARAMS,
+)
+
+
+def torch_gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (a.float() @ b.float()).to(a.dtype)
+
+
+# A SIMD-group-matrix GEMM as Metal code writes one (MLX's and llama.cpp's
+# simdgroup kernels have this shape): a 64x64 block of C per threadgroup of
+# four SIMD-groups, each owning a 32x32 quarter as 4x4 8x8 accumulators in
+# float; the A and B tiles of 32-long K slices go through threadgroup memory,
+# and every SIMD-group loads its 8x8 operands from there. Half in, float
+# accumulation, half out. M, N and K must be multiples of 64, 64 and 32.
+GEMM_BLOCK = 64
+GEMM_THREADS = 128
+gemm = TorchMetalKernel(
+    "bench_tiled_simdgroup_gemm_half",
+    ["A", "B"],
+    ["C"],
+    src="""
+constexpr uint BM = 64, BN = 64, BK = 32;
+threadgroup half a_tile[BM * BK];
+threadgroup half b_tile[BK * BN];
+const uint K = A.get_extent(0);
+const uint N = B.get_extent(0);
+const uint m0 = group.y * BM, n0 = group.x * BN;
+const uint sm = (simd / 2) * 32, sn = (simd % 2) * 32;
+device const half* a_rows = &A[0, m0];
+device const half* b_rows = &B[n0, 0];
+simdgroup_float8x8 acc[4][4];
+for (uint i = 0; i < 4; ++i)
+    for (uint j = 0; j < 4; ++j) acc[i][j] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+for (uint k0 = 0; k0 < K; k0 += BK) {
+    for (uint e = lid; e < BM * BK; e += 128) {
+        const uint r = e / BK, c = e % BK;
+        a_tile[e] = a_rows[r * K + k0 + c];
+    }
+    for (uint e = lid; e < BK * BN; e += 128) {
+        const uint r = e / BN, c = e % BN;
+        b_tile[e] = b_rows[(k0 + r) * N + c];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (uint kk = 0; kk < BK; kk += 8) {
+        simdgroup_half8x8 a[4], b[4];
+        for (uint i = 0; i < 4; ++i) simdgroup_load(a[i], a_tile, BK, ulong2(kk, sm + 8 * i));
+        for (uint j = 0; j < 4; ++j) simdgroup_load(b[j], b_tile, BN, ulong2(sn + 8 * j, kk));
+        for (uint i = 0; i < 4; ++i)
+            for (uint j = 0; j < 4; ++j)
+                simdgroup_multiply_accumulate(acc[i][j], a[i], b[j], acc[i][j]);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+}
+device half* c_rows = &C[0, m0];
+for (uint i = 0; i < 4; ++i) {
+    for (uint j = 0; j < 4; ++j) {
+        simdgroup_half8x8 out;
+        out.thread_elements() = half2(acc[i][j].thread_elements());
+        simdgroup_store(out, c_rows, N, ulong2(n0 + sn + 8 * j, sm + 8 * i));
+    }
+}
+""",
+    torch_defn=torch_gemm,
+    metal_params=[
+        MetalParameter("group", "uint2", "threadgroup_position_in_grid"),
+        MetalParameter("lid", "uint", "thread_index_in_threadgroup"),
+        MetalParameter("simd", "uint", "simdgroup_index_in_threadgroup"),
+    ],
+)

@@ -2,7 +2,8 @@
 
     python benchmarks/run_all.py [--smoke] [--json FILE] [--build-dir DIR]
 
-1. the Python benchmarks: ``bench_cpu.run`` and, when present, ``bench_conversion.run``;
+1. the Python benchmarks: ``bench_cpu.run``, ``bench_cuda.run`` (rows only when torch
+   sees a CUDA GPU) and, when present, ``bench_conversion.run``;
 2. the C++ harness: renders the kernels (``cpp/render_kernels.py``), configures
    and builds ``benchmarks/cpp`` with CMake into ``--build-dir`` (default
    ``build/benchmarks``), and runs it.
@@ -75,11 +76,18 @@ def machine_line(build_dir: Path, load: float) -> str:
     """``load``: the 1-minute load average before the benchmarks started."""
     import torch
 
+    gpu = ""
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        gpu = (
+            f"; GPU: {props.name} (sm_{props.major}{props.minor}, {props.multi_processor_count} "
+            f"SMs), torch CUDA {torch.version.cuda}"
+        )
     return (
         f"Machine: {cpu_model()}, {os.cpu_count()} cores, {torch.get_num_threads()} intra-op "
         f"threads, load {load:.2f}; {platform.system()} {platform.release()}; python "
         f"{platform.python_version()}, torch {torch.__version__}; kernels: {kernel_compiler()}; "
-        f"harness: {harness_compiler(build_dir)}"
+        f"harness: {harness_compiler(build_dir)}{gpu}"
     )
 
 
@@ -88,7 +96,7 @@ def machine_line(build_dir: Path, load: float) -> str:
 
 def python_rows(smoke: bool, errors: list[str]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    for module in ("bench_cpu", "bench_conversion"):
+    for module in ("bench_cpu", "bench_cuda", "bench_conversion"):
         if not (HERE / f"{module}.py").exists():
             continue
         try:

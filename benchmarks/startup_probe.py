@@ -1,4 +1,5 @@
-"""Run in a fresh process by bench_cpu.py: how long until the first kernel result.
+"""Run in a fresh process by bench_cpu.py (``startup_probe.py``) and bench_cuda.py
+(``startup_probe.py cuda``): how long until the first kernel result on that device.
 
 Prints one JSON object (seconds): ``import_torch``, ``import_coreai_torch``
 (after torch), and ``first_result``, from just before the first kernel call
@@ -23,7 +24,10 @@ after_coreai = time.perf_counter()
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_kernels  # noqa: E402
 
-x, y = torch.randn(1024), torch.randn(1024)
+device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
+x, y = torch.randn(1024, device=device), torch.randn(1024, device=device)
+if device == "cuda":
+    torch.cuda.synchronize()  # the CUDA context exists before the clock starts
 before_call = time.perf_counter()
 out = bench_kernels.add(
     x,
@@ -32,6 +36,8 @@ out = bench_kernels.add(
     threads_per_thread_group=(256, 1, 1),
     result_shapes=[[1024]],
 )
+if device == "cuda":
+    torch.cuda.synchronize()
 after_call = time.perf_counter()
 
 # A fast wrong answer is not a result.

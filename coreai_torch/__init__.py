@@ -1,7 +1,8 @@
 """coreai_torch: custom Metal kernels as real PyTorch operators.
 
 A kernel runs its Metal source eagerly (Apple GPUs through the MPS stream; any
-CPU by compiling the same source as C++), traces through ``torch.export``, and
+CPU by compiling the same source as C++; NVIDIA GPUs by compiling it for the
+GPU with the same headers), traces through ``torch.export``, and
 converts with :class:`TorchConverter` into a Core AI program in which it is a
 ``coreai.metal4_kernel`` operation.
 
@@ -35,7 +36,13 @@ def __getattr__(name: str) -> Any:
     # coreai-core's authoring package takes a noticeable time to import; load it
     # (and the converter, which needs it) only when asked for.
     if name == "MetalParameter":
-        from coreai.authoring import MetalParameter
+        try:
+            from coreai.authoring import MetalParameter
+        except ModuleNotFoundError as exc:
+            if exc.name is None or exc.name.split(".")[0] != "coreai":
+                raise
+            # Eager kernels need nothing from Core AI (metal_parameter.py says why).
+            from .metal_parameter import MetalParameter
 
         return MetalParameter
     if name in ("TorchConverter", "get_decomp_table"):

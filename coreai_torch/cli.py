@@ -12,11 +12,14 @@ def _check() -> int:
 
     import torch
 
+    from . import _C
     from .demo import make_kernels
 
     print(f"torch {torch.__version__}")
     add = make_kernels()["vector_add"]
-    devices = ["cpu"] + (["mps"] if torch.backends.mps.is_available() else [])
+    devices = ["cpu"]
+    devices += ["cuda"] if torch.cuda.is_available() else []
+    devices += ["mps"] if torch.backends.mps.is_available() else []
     status = 0
     for device in devices:
         x = torch.arange(8.0, device=device)
@@ -38,6 +41,9 @@ def _check() -> int:
         except Exception as exc:  # report every backend, then fail
             print(f"{device}: {type(exc).__name__}: {exc}")
             status = 1
+    if "cuda" not in devices:
+        libdevice = _C._cuda_libdevice() or "not found"
+        print(f"cuda: no CUDA device seen by torch (libdevice for the CUDA backend: {libdevice})")
     if "mps" not in devices:
         print("mps: not available on this machine (the MPS backend needs macOS 26 and Metal 4)")
     return status

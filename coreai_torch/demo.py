@@ -1,19 +1,21 @@
 """``python -m coreai_torch demo``: the whole flow on the documented seed kernels.
 
-1. Runs each seed kernel's Metal source eagerly (on the CPU backend here) and
-   compares it with its ``torch_defn``.
-2. Exports a model that calls a kernel with ``torch.export``.
-3. Converts it with ``TorchConverter`` into a Core AI program holding a
-   ``coreai.metal4_kernel`` and saves it as an ``.aimodel`` asset.
-4. Does the same for a small transformer block whose RMSNorm is a kernel, and
-   runs the kernel-free version of that block in Core AI's CPU runtime.
-5. Trains that block for a few steps (the kernel runs forward, gradients come
+1. Runs each seed kernel's Metal source eagerly on the CPU backend and, when
+   torch sees a CUDA GPU, on the CUDA backend, and compares it with its
+   ``torch_defn``; runs a transformer block whose RMSNorm is a kernel on each.
+2. Trains that block for a few steps (the kernel runs forward, gradients come
    from its ``torch_defn``) next to the same block with PyTorch's RMSNorm, and
    compares their loss curves and gradients; on CUDA too when there is one.
+3. Exports a model that calls a kernel with ``torch.export``.
+4. Converts it with ``TorchConverter`` into a Core AI program holding a
+   ``coreai.metal4_kernel`` and saves it as an ``.aimodel`` asset.
+5. Does the same for the transformer block, and runs the kernel-free version
+   of that block in Core AI's CPU runtime. Steps 3 to 5 need coreai-core.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import tempfile
 import time
 from collections.abc import Callable
@@ -169,14 +171,32 @@ def _timed(fn: Callable[[], object]) -> tuple[object, float]:
     return out, time.perf_counter() - start
 
 
-def run_kernels(kernels: dict[str, TorchMetalKernel]) -> None:
-    _step("1. Eager: each kernel's Metal source runs on the CPU backend")
+_BACKENDS = {
+    "cpu": "the CPU backend (the Metal source compiled as C++)",
+    "cuda": "the CUDA backend (the Metal source compiled for the GPU)",
+}
+
+
+def _synchronized(fn: Callable[[], object], device: str) -> Callable[[], object]:
+    def run() -> object:
+        out = fn()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return out
+
+    return run
+
+
+def run_kernels(kernels: dict[str, TorchMetalKernel], device: str = "cpu") -> None:
+    """Runs every seed kernel on ``device`` ("cpu" or "cuda") against its torch_defn."""
+    _step(f"Eager on {device}: each kernel's Metal source runs on {_BACKENDS[device]}")
     torch.manual_seed(0)
-    x, y = torch.randn(16), torch.randn(16)
+    x, y = torch.randn(16, device=device), torch.randn(16, device=device)
     call = {"threads_per_grid": (16, 1, 1), "threads_per_thread_group": (1, 1, 1)}
-    out, secs = _timed(lambda: kernels["vector_add"](x, y, **call, result_shapes=[[16]]))
-    print(f"   vector_add: first call {secs * 1e3:.0f} ms (compiles the Metal source as C++)")
-    _, secs = _timed(lambda: kernels["vector_add"](x, y, **call, result_shapes=[[16]]))
+    add = _synchronized(lambda: kernels["vector_add"](x, y, **call, result_shapes=[[16]]), device)
+    out, secs = _timed(add)
+    print(f"   vector_add: first call {secs * 1e3:.0f} ms (compiles the Metal source)")
+    _, secs = _timed(add)
     print(f"   vector_add: second call {secs * 1e6:.0f} us (cached)")
     _compare("vector_add, float32[16]", out, x + y, rtol=0, atol=0)
 
@@ -184,7 +204,8 @@ def run_kernels(kernels: dict[str, TorchMetalKernel]) -> None:
     _compare("sincos, float32[16], two results", out, torch_sincos(x), rtol=1e-5, atol=1e-6)
 
     for dtype, tol in ((torch.float32, 1e-5), (torch.float16, 1e-2)):
-        a, b = torch.randn(24, 16, dtype=dtype), torch.randn(16, 20, dtype=dtype)
+        a = torch.randn(24, 16, dtype=dtype, device=device)
+        b = torch.randn(16, 20, dtype=dtype, device=device)
         out = kernels["matmul"](
             a,
             b,
@@ -195,7 +216,7 @@ def run_kernels(kernels: dict[str, TorchMetalKernel]) -> None:
         want = (a.float() @ b.float()).to(dtype)
         _compare(f"matmul (template_dtypes), {dtype}", out, want, rtol=tol, atol=tol)
 
-    rows, weight = torch.randn(6, 100), torch.randn(100)
+    rows, weight = torch.randn(6, 100, device=device), torch.randn(100, device=device)
     out = kernels["rms_norm"](
         rows,
         weight,
@@ -208,18 +229,35 @@ def run_kernels(kernels: dict[str, TorchMetalKernel]) -> None:
     _compare("rms_norm (simd_sum), float32[6, 100]", out, want, rtol=1e-5, atol=1e-5)
 
 
+def run_block(kernels: dict[str, TorchMetalKernel], device: str = "cpu") -> None:
+    """A transformer block whose RMSNorm is the kernel, against the same block in ATen ops."""
+    torch.manual_seed(0)
+    block = TransformerBlock(kernel=kernels["rms_norm"]).eval().to(device)
+    reference = TransformerBlock(kernel=None).eval().to(device)
+    reference.load_state_dict(block.state_dict())
+    x = torch.randn(2, 8, 64, device=device)
+    with torch.no_grad():
+        _compare(
+            f"block on {device}: RMSNorm kernel vs torch RMSNorm",
+            block(x),
+            reference(x),
+            rtol=1e-4,
+            atol=1e-4,
+        )
+
+
 def run_conversion(kernels: dict[str, TorchMetalKernel], out_dir: Path) -> None:
     from .converter import TorchConverter
     from .runtime import run_program
 
-    _step("2. Export the seed AddModel")
+    _step("Export the seed AddModel")
     model = AddModel().eval()
     example = (torch.randn(16), torch.randn(16))
     exported = torch.export.export(model, example)
     nodes = [n for n in exported.graph.nodes if n.op == "call_function"]
     print(f"   graph: {', '.join(str(n.target) for n in nodes)}")
 
-    _step("3. Convert AddModel to Core AI")
+    _step("Convert AddModel to Core AI")
     converter = TorchConverter().register_custom_kernels([kernels["vector_add"]])
     converter.add_exported_program(exported, input_names=["x", "y"], output_names=["result"])
     program = converter.to_coreai()
@@ -229,20 +267,13 @@ def run_conversion(kernels: dict[str, TorchMetalKernel], out_dir: Path) -> None:
     program.save_asset(path)
     print(f"   saved {path}")
 
-    _step("4. A transformer block whose RMSNorm is a Metal kernel")
+    _step("Convert a transformer block whose RMSNorm is a Metal kernel")
     torch.manual_seed(0)
     block = TransformerBlock(kernel=kernels["rms_norm"]).eval()
     reference = TransformerBlock(kernel=None).eval()
     reference.load_state_dict(block.state_dict())
     x = torch.randn(2, 8, 64)
     with torch.no_grad():
-        _compare(
-            "block with kernel vs block with torch RMSNorm",
-            block(x),
-            reference(x),
-            rtol=1e-4,
-            atol=1e-4,
-        )
         exported = torch.export.export(block, (x,))
         converter = TorchConverter().register_custom_kernels([kernels["rms_norm"]])
         converter.add_exported_program(exported, input_names=["x"], output_names=["y"])
@@ -252,7 +283,7 @@ def run_conversion(kernels: dict[str, TorchMetalKernel], out_dir: Path) -> None:
         program.save_asset(path)
         print(f"   saved {path}")
 
-        _step("5. The kernel-free block in Core AI's CPU runtime")
+        _step("The kernel-free block in Core AI's CPU runtime")
         exported = torch.export.export(reference, (x,))
         program = (
             TorchConverter()
@@ -268,7 +299,7 @@ def run_conversion(kernels: dict[str, TorchMetalKernel], out_dir: Path) -> None:
 
 
 def run_training(kernels: dict[str, TorchMetalKernel]) -> None:
-    _step("6. Train the block: the kernel runs forward, its torch_defn gives the gradients")
+    _step("Train the block: the kernel runs forward, its torch_defn gives the gradients")
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     for device in devices:
         kernel_run, torch_run = train_twins(kernels["rms_norm"], device=device)
@@ -287,8 +318,19 @@ def main(out_dir: str | None = None) -> int:
     target = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="coreai_torch_demo_"))
     target.mkdir(parents=True, exist_ok=True)
     kernels = make_kernels()
-    run_kernels(kernels)
-    run_conversion(kernels, target)
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    for device in devices:
+        run_kernels(kernels, device)
+    _step("Eager: a transformer block whose RMSNorm is a Metal kernel, on " + " and ".join(devices))
+    for device in devices:
+        run_block(kernels, device)
     run_training(kernels)
+    if importlib.util.find_spec("coreai") is None:
+        print(
+            "\nConversion skipped: it needs coreai-core (`pip install coreai-core`), which is "
+            "not installed here. Everything above ran without it."
+        )
+        return 0
+    run_conversion(kernels, target)
     print(f"\nDemo complete. Assets in {target}")
     return 0

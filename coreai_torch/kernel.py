@@ -53,7 +53,7 @@ class TorchMetalKernel:
     Settable per kernel after construction: ``execution_mode`` (``None`` follows
     :func:`coreai_torch.set_execution_mode`; ``"kernel"`` or ``"reference"``),
     ``debug`` (CPU bounds checks and unwritten-result report; default from
-    ``COREAI_TORCH_DEBUG``) and ``fast_math`` (MPS only; default safe math).
+    ``COREAI_TORCH_DEBUG``) and ``fast_math`` (MPS and CUDA; default safe math).
 
     Example::
 
@@ -136,7 +136,7 @@ class TorchMetalKernel:
 
     @property
     def fast_math(self) -> bool:
-        """MPS only: compile with fast math (default: safe math)."""
+        """MPS and CUDA: compile with fast math (default: safe math)."""
         return bool(self.options & OPTION_FAST_MATH)
 
     @fast_math.setter

@@ -6,7 +6,7 @@ is active under the name now (``ACTIVE``), so redefining a kernel with the same
 signature swaps one dictionary entry and leaves the op alone: a call running
 in another thread finishes with the kernel it started with.
 
-- CPU and MPS: the Metal source itself (or ``torch_defn`` in reference mode).
+- CPU, CUDA and MPS: the Metal source itself (or ``torch_defn`` in reference mode).
 - Other devices: ``torch_defn``, with a warning.
 - Fake/Meta (export, compile): results whose dtypes come from ``torch_defn`` and
   whose shapes come from ``result_shapes``.
@@ -107,8 +107,8 @@ def define(kernel: TorchMetalKernel) -> torch._ops.OpOverload:
     def active() -> TorchMetalKernel:
         return ACTIVE[name]
 
-    lib.impl(name, lambda *a: _eager(active(), a), "CPU")
-    lib.impl(name, lambda *a: _eager(active(), a), "MPS")
+    for key in ("CPU", "CUDA", "MPS"):
+        lib.impl(name, lambda *a: _eager(active(), a), key)
     lib.impl(name, lambda *a: _other_device(active(), a), "CompositeExplicitAutograd")
     torch.library.register_fake(f"{OP_NAMESPACE}::{name}", lambda *a: _fake(active(), a), lib=lib)
     # In C++: a call autograd does not record goes on without Python.
@@ -129,7 +129,7 @@ def _split(kernel: TorchMetalKernel, flat: tuple) -> tuple[tuple, list, list, li
 
 
 def _eager(kernel: TorchMetalKernel, flat: tuple) -> Any:
-    """The op's CPU and MPS kernel."""
+    """The op's CPU, CUDA and MPS kernel."""
     inputs, grid, group, shapes = _split(kernel, flat)
     if modes.resolve(kernel.execution_mode) == "reference":
         return _reference(kernel, inputs, shapes)
@@ -170,7 +170,7 @@ def _other_device(kernel: TorchMetalKernel, flat: tuple) -> Any:
         warnings.warn(
             f"coreai_torch has no backend for {key} tensors: kernel '{kernel.name}' (and "
             f"every kernel on {key}) runs its torch_defn reference instead of the Metal "
-            "source. Move the tensors to the CPU or MPS to run the kernel itself.",
+            "source. Move the tensors to the CPU, a CUDA GPU or MPS to run the kernel itself.",
             stacklevel=3,
         )
     return _reference(kernel, inputs, shapes)

@@ -35,7 +35,7 @@ inline constexpr int64_t kMaxParameters = 31;
 
 // Registration options (bits).
 inline constexpr int64_t kOptionDebug = 1;     // CPU: bounds checks and unwritten-result report
-inline constexpr int64_t kOptionFastMath = 2;  // MPS: compile with fast math instead of safe math
+inline constexpr int64_t kOptionFastMath = 2;  // MPS, CUDA: fast math instead of safe math
 inline constexpr int64_t kKnownOptions = kOptionDebug | kOptionFastMath;
 
 // How torch_defn returns its results, as the op returns them (code = value).

@@ -35,17 +35,20 @@ struct KernelSpec {
   int64_t options = 0;                    // kOption* bits
 };
 
-// What a backend compiled for a specialization, one slot per backend. A
-// backend adds its slot here (a CUDA backend: ArtifactSlot<cuda::Module> cuda).
+// What a backend compiled for a specialization, one slot per backend.
 namespace cpu {
 struct KernelLibrary;
+}
+namespace cuda {
+class KernelModule;
 }
 namespace mps {
 struct Pipeline;
 }
 struct BackendArtifacts {
   ArtifactSlot<cpu::KernelLibrary> cpu;
-  ArtifactSlot<mps::Pipeline> mps;  // filled in macOS builds only
+  ArtifactSlot<cuda::KernelModule> cuda;  // the kernel loaded on each GPU that ran it
+  ArtifactSlot<mps::Pipeline> mps;        // filled in macOS builds only
   // Whether a launch on `device` finds its artifact already built.
   bool ready(const at::Device& device) const;
 };
@@ -81,7 +84,7 @@ void release_kernel(int64_t handle);
 std::shared_ptr<const KernelRecord> kernel_record(int64_t handle);
 
 // Allocates the results and runs the kernel on the device of `tensors` (CPU,
-// or MPS in macOS builds; meta tensors only allocate). Every tensor's device,
+// CUDA, or MPS in macOS builds; meta tensors only allocate). Every tensor's device,
 // dtype and rank and every scalar's kind is checked against the record
 // (ValueError/TypeError naming the kernel and the argument). `result_shapes`
 // is every result's shape concatenated, split by the record's result ranks.

@@ -202,6 +202,10 @@ std::vector<at::Tensor> launch_record(int64_t handle, const KernelRecord& r,
   LaunchArgs args =
       prepare(r, tensors, scalars, grid, group, result_shapes, device, checks);
   if (device.is_meta()) return results_of(args);  // tracing: the results' metadata only
+  if (device.is_cuda()) {
+    cuda::run(handle, r, args);
+    return results_of(args);
+  }
 #ifdef COREAI_TORCH_WITH_MPS
   if (device.is_mps()) {
     mps::run(handle, r, args);
@@ -211,9 +215,9 @@ std::vector<at::Tensor> launch_record(int64_t handle, const KernelRecord& r,
   TORCH_CHECK_VALUE(device.is_cpu(), "kernel '", r.name, "': coreai_torch has no backend for ",
                     device.type(), " tensors",
 #ifdef COREAI_TORCH_WITH_MPS
-                    "; it runs kernels on CPU and MPS tensors.",
+                    "; it runs kernels on CPU, CUDA and MPS tensors.",
 #else
-                    "; this build runs kernels on CPU tensors (MPS needs a macOS build).",
+                    "; this build runs kernels on CPU and CUDA tensors (MPS needs a macOS build).",
 #endif
                     " Move the inputs with .cpu(), or run the reference (execution_mode "
                     "'reference')");

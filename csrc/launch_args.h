@@ -55,6 +55,14 @@ namespace cpu {
 void run(int64_t handle, const KernelRecord& record, LaunchArgs& args);
 }  // namespace cpu
 
+namespace cuda {
+// Launches `args` on the current CUDA stream of the tensors' device
+// (csrc/cuda/), without waiting for it. Compiles on first use.
+void run(int64_t handle, const KernelRecord& record, LaunchArgs& args);
+// Whether `module` (a record's CUDA artifact) is loaded on CUDA device `device`.
+bool loaded_on(const KernelModule& module, int device);
+}  // namespace cuda
+
 #ifdef COREAI_TORCH_WITH_MPS
 namespace mps {
 // Encodes `args` on the current MPS stream (csrc/mps/). Compiles on first use.

@@ -2,7 +2,8 @@
 // library, whose static initialisers register the coreai_torch operators
 // (csrc/ops.cpp). It holds the contract's facts (_C.contract), a kernel's
 // specialization table and eager calls (specialization_table.cpp), the per-kernel
-// ops' Autograd kernel (autograd_kernel.cpp), and test and benchmark hooks.
+// ops' Autograd kernel (autograd_kernel.cpp), and test and benchmark hooks of
+// the CPU and CUDA backends.
 #ifndef COREAI_TORCH_NO_PYTHON
 
 #include <torch/extension.h>
@@ -14,6 +15,8 @@
 #include "cpu/source_scan.h"
 #include "autograd_kernel.h"
 #include "cpu/x86_division.h"
+#include "cuda/jit.h"
+#include "cuda/toolchain.h"
 #include "python_contract.h"
 #include "specialization_table.h"
 
@@ -93,6 +96,34 @@ PYBIND11_MODULE(_C, m) {
       "For tests: completes the x86-64 div/idiv in `code` (register divisors only) on "
       "the registers `gpr` (rax, rcx, rdx, ...); returns (registers, instruction length), or "
       "None if `code` is not a division.");
+  m.def(
+      "_cuda_libdevice", [] { return coreai_torch::cuda::find_libdevice(nullptr); },
+      "The libdevice.10.bc the CUDA backend compiles with; empty if none is found.");
+  m.def(
+      "_cuda_compile_command",
+      [](const std::string& arch) {
+        const auto& tc = coreai_torch::cuda::toolchain("(compile command)");
+        std::vector<std::string> argv{tc.clang};
+        for (const std::string& flag : coreai_torch::cuda::device_compile_flags(
+                 tc, arch, false, coreai_torch::cpu::msl_directory())) {
+          argv.push_back(flag);
+        }
+        return argv;
+      },
+      pybind11::arg("arch"),
+      "The CUDA backend's compiler and flags for GPU architecture `arch` (before -o and the "
+      "input), for test programs over the same headers.");
+  m.def(
+      "_cuda_ptx",
+      [](int64_t handle, const std::string& arch) {
+        const std::shared_ptr<const coreai_torch::KernelRecord> record =
+            coreai_torch::kernel_record(handle);
+        pybind11::gil_scoped_release no_gil;  // callers compile many kernels from threads
+        return coreai_torch::cuda::ptx_for(*record, arch, false);
+      },
+      pybind11::arg("handle"), pybind11::arg("arch"),
+      "The PTX the CUDA backend compiles a registered kernel to for GPU architecture `arch` "
+      "(sm_XY); needs no GPU.");
   coreai_torch::cpu::set_interrupt_hook(&raise_keyboard_interrupt);
   coreai_torch::add_autograd_kernel(m);
   coreai_torch::add_contract(m);

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "coreai_torch.h"
+#include "launch_args.h"
 
 namespace coreai_torch {
 namespace {
@@ -178,6 +179,10 @@ KernelRecord::KernelRecord(KernelSpec spec) : KernelSpec(std::move(spec)) {
 
 bool BackendArtifacts::ready(const at::Device& device) const {
   if (device.is_cpu()) return cpu.ready();
+  if (device.is_cuda()) {
+    const cuda::KernelModule* module = cuda.built();
+    return module != nullptr && cuda::loaded_on(*module, device.index());
+  }
   if (device.is_mps()) return mps.ready();
   return false;
 }

@@ -132,7 +132,7 @@ bool read_call(const SpecializationTable& table, PyObject* inputs, PyObject* gri
           return false;
         }
         const at::Device device = t.device();
-        if (!(device.is_cpu() || device.is_mps())) return false;
+        if (!(device.is_cpu() || device.is_cuda() || device.is_mps())) return false;
         if (!call.tensors.empty() && device != call.tensors[0].device()) return false;
         call.tensors.push_back(t);
         break;
@@ -252,9 +252,11 @@ PyObject* launch_call(PyObject* const* argv, Py_ssize_t argc, bool plain_only) {
 
   std::shared_ptr<const KernelRecord> record = entry->record;  // held for the launch
   const at::Device device = call.tensors.empty() ? at::Device(at::kCPU) : call.tensors[0].device();
-  const bool small = static_cast<double>(call.grid[0]) * static_cast<double>(call.grid[1]) *
-                         static_cast<double>(call.grid[2]) <
-                     kReleaseGilThreads;
+  // A CUDA launch only enqueues the kernel: it keeps the GIL whatever its size.
+  const bool small = device.is_cuda() ||
+                     static_cast<double>(call.grid[0]) * static_cast<double>(call.grid[1]) *
+                             static_cast<double>(call.grid[2]) <
+                         kReleaseGilThreads;
   std::vector<at::Tensor> outs;
   if (small && record->artifacts.ready(device)) {
     outs = launch_record(entry->handle, *record, call.tensors, call.scalars, call.grid,

@@ -33,3 +33,13 @@ fi
 python -m pip install -q "torch==2.13.0"
 # --no-build-isolation: the extension must be compiled against the torch installed above.
 python -m pip install -q --no-build-isolation -e ".${extras}"
+
+# The tests compile every kernel for NVIDIA GPUs (tests/cuda/test_ptx_compile.py),
+# which needs NVIDIA's libdevice and ptxas but no GPU: take them from PyPI when
+# no CUDA toolkit provides them.
+if [[ -n "$extras" ]]; then
+  cuda_root=${CUDA_HOME:-/usr/local/cuda}
+  [[ -f "$cuda_root/nvvm/libdevice/libdevice.10.bc" ]] || python -m pip install -q nvidia-nvvm
+  command -v ptxas >/dev/null 2>&1 || [[ -x "$cuda_root/bin/ptxas" ]] ||
+    python -m pip install -q nvidia-cuda-nvcc
+fi

@@ -198,6 +198,7 @@ def test_an_exported_training_graph_computes_the_gradients():
 def test_the_converter_takes_a_model_exported_while_it_trains():
     # Parameters that require grad, grad mode on: the export holds the kernel
     # op as before, and the converter lowers it to coreai.metal4_kernel.
+    pytest.importorskip("coreai", reason="the converter needs coreai-core")
     from coreai_torch import TorchConverter
 
     model = NormMLP(rms_norm).train()

@@ -384,7 +384,7 @@ def _prelude_macros() -> list[str]:
     msl = _C._msl_directory()
     run = subprocess.run(
         [clang, "-std=c++23", "-dM", "-E", "-x", "c++", "-I", msl, "-"],
-        input="#include <coreai_msl_cpu.h>\n",
+        input="#include <coreai_msl.h>\n",
         capture_output=True,
         text=True,
         check=True,

@@ -115,7 +115,7 @@ bool rewrite_threadgroup_array(std::string_view s, const std::vector<Token>& t, 
   }
   const std::string storage = "coreai_threadgroup_" + id;
   edits.replace(t[k].begin, t[end].end,
-                "static thread_local " + type + " " + storage + all_dims + "; const ::coreai::" +
+                "COREAI_THREADGROUP_STORAGE " + type + " " + storage + all_dims + "; const ::coreai::" +
                     "threadgroup_ptr<" + type + inner_dims + "> " + id + " = " + storage + ";");
   return true;
 }
@@ -190,7 +190,7 @@ std::string rewrite_address_spaces(std::string_view source) {
       k = span.end;
       continue;
     }
-    if (word != "threadgroup") continue;  // device and constant are macros (coreai_msl_cpu.h)
+    if (word != "threadgroup") continue;  // device and constant are macros (coreai_msl.h)
     // Storage: a type and a name, then what follows a declarator name.
     const bool storage = span.identifiers >= 2 && (after == "[" || after == ";" || after == "=" ||
                                                    after == "," || after == "{" || after == "(" ||
@@ -198,7 +198,7 @@ std::string rewrite_address_spaces(std::string_view source) {
     if (storage && after == "[" && rewrite_threadgroup_array(source, t, k, span, edits)) {
       continue;
     }
-    edits.replace(t[k].begin, t[k].end, storage ? "static thread_local" : blank(word));
+    edits.replace(t[k].begin, t[k].end, storage ? "COREAI_THREADGROUP_STORAGE" : blank(word));
   }
   return edits.apply(source);
 }

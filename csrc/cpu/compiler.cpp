@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <mutex>
@@ -245,6 +246,44 @@ ProcessLimits compiler_limits() {
     limits.should_stop = [scope] { return scope->interrupted(); };
   }
   return limits;
+}
+
+namespace {
+
+// Why a compiler run that did not succeed failed, for messages.
+std::string describe_failed_run(const ProcessResult& run, const std::string& program) {
+  if (run.timed_out) {
+    return "the compiler (" + program + ") did not finish within " +
+           std::to_string(static_cast<int64_t>(compile_timeout_seconds())) +
+           " s and was stopped. Set COREAI_TORCH_COMPILE_TIMEOUT to a larger number of "
+           "seconds if the kernel needs longer";
+  }
+  if (run.term_signal != 0) {
+    return "the compiler (" + program + ") was killed by signal " +
+           std::to_string(run.term_signal) + " (" + strsignal(run.term_signal) + ")";
+  }
+  return "the compiler (" + program + ") failed (exit code " + std::to_string(run.exit_code) +
+         ") without reporting an error in the kernel's source (a full disk, a missing file "
+         "or a crash can do this)";
+}
+
+}  // namespace
+
+void throw_compile_failure(const ProcessResult& run, const std::string& kernel,
+                           const std::string& program,
+                           const std::function<std::string()>& compile_error) {
+  if (run.stopped) throw_interrupted("kernel '" + kernel + "': compiling was interrupted (SIGINT)");
+  TORCH_CHECK(run.started, "kernel '", kernel, "': cannot run the compiler ", program, ": ",
+              run.error);
+  // Only an error the compiler found in the source is a MetalCompileError
+  // (remembered for the process); anything else is raised as it is and the
+  // next call compiles again.
+  if (!run.timed_out && run.term_signal == 0 && reports_source_error(run.output)) {
+    TORCH_CHECK(false, compile_error());
+  }
+  TORCH_CHECK(false, "kernel '", kernel, "': ", describe_failed_run(run, program),
+              ". Nothing was cached: the next call compiles again.",
+              run.output.empty() ? "" : "\nCompiler output:\n", run.output);
 }
 
 bool reports_source_error(const std::string& output) {

@@ -1,6 +1,7 @@
 // Finding the C++ compiler that turns Metal kernels into shared libraries.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,16 @@ ProcessLimits compiler_limits();
 // source was rejected. Otherwise the failure came from elsewhere (the linker,
 // a full disk, a crash) and may not happen again.
 bool reports_source_error(const std::string& output);
+
+// Throws what a compiler run on kernel `kernel` that did not succeed means
+// (`run` did not start, or exited with an error): the interrupt when SIGINT
+// stopped it (kernel_guard.h); the message `compile_error()` makes (a
+// MetalCompileError, remembered for the process) when the compiler reported an
+// error in the source; otherwise an error saying why it failed and that
+// nothing was cached, so the next call compiles again.
+[[noreturn]] void throw_compile_failure(const ProcessResult& run, const std::string& kernel,
+                                        const std::string& program,
+                                        const std::function<std::string()>& compile_error);
 
 // The first usable compiler among: $COREAI_TORCH_CXX (if set, it must work),
 // $CXX, clang++-19 ... clang++-15, clang++. Usable means clang 15 or newer

@@ -8,13 +8,16 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <limits>
 #include <mutex>
+#include <random>
 #include <set>
 #include <string_view>
 #include <vector>
@@ -87,17 +90,33 @@ std::string file_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// Names of the libraries this process has loaded: never evicted by it.
+// Names of the artifacts this process has used: never evicted by it.
 std::mutex g_in_use_mutex;
 std::set<std::string>& in_use() {
   static std::set<std::string> names;
   return names;
 }
 
-bool is_library_name(const std::string& name) {
-  if (name.size() != kDigestChars + 3 || name.compare(kDigestChars, 3, ".so") != 0) return false;
-  return std::all_of(name.begin(), name.begin() + kDigestChars,
-                     [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
+// The artifacts of the cache (disk_cache.h) and the source kept beside each.
+struct ArtifactKind {
+  std::string_view extension;
+  std::string_view kept_source;  // empty: none
+};
+constexpr ArtifactKind kArtifactKinds[] = {
+    {".so", ".cpp"}, {".ptx", ".cu"}, {".cubin", ""}, {".pch", ""}};
+
+// The kind of `<64 hex digits><extension>`, or nullptr for any other name.
+const ArtifactKind* artifact_kind(const std::string& name) {
+  if (name.size() <= kDigestChars ||
+      !std::all_of(name.begin(), name.begin() + kDigestChars,
+                   [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; })) {
+    return nullptr;
+  }
+  const std::string_view extension = std::string_view(name).substr(kDigestChars);
+  for (const ArtifactKind& kind : kArtifactKinds) {
+    if (kind.extension == extension) return &kind;
+  }
+  return nullptr;
 }
 
 bool starts_with(const std::string& s, std::string_view prefix) {
@@ -106,7 +125,22 @@ bool starts_with(const std::string& s, std::string_view prefix) {
 
 }  // namespace
 
-bool seal_library(const std::string& path, const StackNeeds& needs, std::string& error) {
+void write_private_file(const std::string& path, const std::string& contents) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << contents;
+  out.close();
+  TORCH_CHECK(out, "coreai_torch: cannot write ", path, ": ", std::strerror(errno));
+  chmod(path.c_str(), 0600);
+}
+
+std::string unique_suffix() {
+  static std::atomic<uint64_t> counter{0};
+  std::random_device entropy;
+  return std::to_string(getpid()) + "-" + std::to_string(counter++) + "-" +
+         std::to_string(entropy());
+}
+
+bool seal_cache_file(const std::string& path, const StackNeeds& needs, std::string& error) {
   std::string payload;
   if (!read_whole_file(path, payload, error)) return false;
   char trailer[kTrailerBytes];
@@ -139,8 +173,18 @@ bool seal_library(const std::string& path, const StackNeeds& needs, std::string&
   return true;
 }
 
-std::optional<StackNeeds> check_sealed_library(const std::string& path, std::string& why) {
-  std::string bytes;
+namespace {
+
+// The payload of an intact sealed file and its trailer's fields.
+struct Sealed {
+  std::string bytes;  // the whole file
+  size_t payload_bytes = 0;
+  StackNeeds needs;
+};
+
+std::optional<Sealed> read_sealed(const std::string& path, std::string& why) {
+  Sealed out;
+  std::string& bytes = out.bytes;
   if (!read_whole_file(path, bytes, why)) return std::nullopt;
   if (bytes.size() < kTrailerBytes) {
     why = "shorter than its trailer (" + std::to_string(bytes.size()) + " bytes)";
@@ -163,10 +207,27 @@ std::optional<StackNeeds> check_sealed_library(const std::string& path, std::str
     why = "its SHA-256 differs from the one recorded when it was written (damaged)";
     return std::nullopt;
   }
-  return StackNeeds{get_int64(trailer + 24), get_int64(trailer + 32)};
+  out.payload_bytes = static_cast<size_t>(payload_bytes);
+  out.needs = StackNeeds{get_int64(trailer + 24), get_int64(trailer + 32)};
+  return out;
 }
 
-void note_library_in_use(const std::string& path) {
+}  // namespace
+
+std::optional<StackNeeds> check_sealed_file(const std::string& path, std::string& why) {
+  std::optional<Sealed> sealed = read_sealed(path, why);
+  if (!sealed) return std::nullopt;
+  return sealed->needs;
+}
+
+std::optional<std::string> read_sealed_file(const std::string& path, std::string& why) {
+  std::optional<Sealed> sealed = read_sealed(path, why);
+  if (!sealed) return std::nullopt;
+  sealed->bytes.resize(sealed->payload_bytes);
+  return std::move(sealed->bytes);
+}
+
+void note_cache_file_in_use(const std::string& path) {
   utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // best effort: only an eviction hint
   std::lock_guard<std::mutex> lock(g_in_use_mutex);
   in_use().insert(file_name(path));
@@ -196,15 +257,16 @@ int64_t cache_limit_bytes() {
 }
 
 void evict_least_recently_used(const std::string& dir) {
-  struct Library {
+  struct Artifact {
     std::string name;
-    int64_t bytes;  // the library and its kept source
+    std::string kept_source;  // its name, or empty
+    int64_t bytes;            // the artifact and its kept source
     timespec used;
   };
   const int64_t limit = cache_limit_bytes();
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return;
-  std::vector<Library> libraries;
+  std::vector<Artifact> artifacts;
   int64_t total = 0;
   const time_t now = std::time(nullptr);
   while (const dirent* entry = readdir(d)) {
@@ -212,11 +274,15 @@ void evict_least_recently_used(const std::string& dir) {
     const std::string path = dir + "/" + name;
     struct stat st {};
     if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    if (is_library_name(name)) {
-      struct stat source {};
-      const std::string cpp = path.substr(0, path.size() - 3) + ".cpp";
-      const int64_t bytes = st.st_size + (stat(cpp.c_str(), &source) == 0 ? source.st_size : 0);
-      libraries.push_back({name, bytes, modification_time(st)});
+    if (const ArtifactKind* kind = artifact_kind(name)) {
+      std::string kept;
+      int64_t bytes = st.st_size;
+      if (!kind->kept_source.empty()) {
+        kept = name.substr(0, kDigestChars) + std::string(kind->kept_source);
+        struct stat source {};
+        if (stat((dir + "/" + kept).c_str(), &source) == 0) bytes += source.st_size;
+      }
+      artifacts.push_back({name, kept, bytes, modification_time(st)});
       total += bytes;
     } else if ((starts_with(name, ".tmp-") || starts_with(name, "probe-")) &&
                now - st.st_mtime > kStaleTemporarySeconds) {
@@ -225,20 +291,19 @@ void evict_least_recently_used(const std::string& dir) {
   }
   closedir(d);
   if (total <= limit) return;
-  std::sort(libraries.begin(), libraries.end(), [](const Library& a, const Library& b) {
+  std::sort(artifacts.begin(), artifacts.end(), [](const Artifact& a, const Artifact& b) {
     return a.used.tv_sec != b.used.tv_sec ? a.used.tv_sec < b.used.tv_sec
                                           : a.used.tv_nsec < b.used.tv_nsec;
   });
   std::lock_guard<std::mutex> lock(g_in_use_mutex);
-  for (const Library& lib : libraries) {
+  for (const Artifact& artifact : artifacts) {
     if (total <= limit) break;
-    if (in_use().count(lib.name) != 0) continue;
-    const std::string path = dir + "/" + lib.name;
+    if (in_use().count(artifact.name) != 0) continue;
     // Another process may have evicted it first: ENOENT changes nothing. A
-    // process that has it loaded keeps its mapping.
-    unlink(path.c_str());
-    unlink((path.substr(0, path.size() - 3) + ".cpp").c_str());
-    total -= lib.bytes;
+    // process that has a library loaded keeps its mapping.
+    unlink((dir + "/" + artifact.name).c_str());
+    if (!artifact.kept_source.empty()) unlink((dir + "/" + artifact.kept_source).c_str());
+    total -= artifact.bytes;
   }
 }
 

@@ -63,30 +63,6 @@ void make_private_directories(const std::string& dir) {
   }
 }
 
-// Digest of every file under the msl directory: a header edit changes every
-// cache key, even without a version bump.
-const std::string& headers_digest(const std::string& msl_dir) {
-  static std::mutex mutex;
-  static std::unordered_map<std::string, std::string> digests;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = digests.find(msl_dir);
-  if (it != digests.end()) return it->second;
-  std::vector<fs::path> files;
-  for (const auto& entry : fs::recursive_directory_iterator(msl_dir)) {
-    if (entry.is_regular_file()) files.push_back(entry.path());
-  }
-  std::sort(files.begin(), files.end());
-  Sha256 sha;
-  for (const fs::path& file : files) {
-    std::ifstream in(file, std::ios::binary);
-    std::ostringstream contents;
-    contents << in.rdbuf();
-    sha.update(fs::relative(file, msl_dir).generic_string()).update(std::string_view("\0", 1));
-    sha.update(contents.str()).update(std::string_view("\0", 1));
-  }
-  return digests.emplace(msl_dir, sha.hex_digest()).first->second;
-}
-
 // Metadata entries that hold a view's dimension-0 stride: the first stride of
 // each tensor of rank >= 1, by the record's metadata layout. The group loop is
 // specialised for these being 1, after checking at run time that they are.
@@ -270,21 +246,6 @@ LoadResult load_library(const std::string& path, const KernelRecord& record,
   return out;
 }
 
-void write_private_file(const std::string& path, const std::string& contents) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << contents;
-  out.close();
-  TORCH_CHECK(out, "coreai_torch CPU backend: cannot write ", path, ": ", std::strerror(errno));
-  chmod(path.c_str(), 0600);
-}
-
-std::string unique_suffix() {
-  static std::atomic<uint64_t> counter{0};
-  std::random_device entropy;
-  return std::to_string(getpid()) + "-" + std::to_string(counter++) + "-" +
-         std::to_string(entropy());
-}
-
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream contents;
@@ -297,29 +258,12 @@ std::string read_file(const std::string& path) {
 std::optional<KernelLibrary> load_cached(const std::string& so_path, const KernelRecord& record) {
   if (!is_file(so_path)) return std::nullopt;
   std::string why;  // not shown: a damaged file is simply built again
-  const std::optional<StackNeeds> stack = check_sealed_library(so_path, why);
+  const std::optional<StackNeeds> stack = check_sealed_file(so_path, why);
   if (!stack) return std::nullopt;  // truncated or damaged: never loaded
   LoadResult cached = load_library(so_path, record, *stack);
   if (!cached.library) return std::nullopt;
-  note_library_in_use(so_path);
+  note_cache_file_in_use(so_path);
   return std::move(cached.library);
-}
-
-// Why a compiler run that did not succeed failed, for messages.
-std::string describe_failed_run(const ProcessResult& run, const std::string& program) {
-  if (run.timed_out) {
-    return "the compiler (" + program + ") did not finish within " +
-           std::to_string(static_cast<int64_t>(compile_timeout_seconds())) +
-           " s and was stopped. Set COREAI_TORCH_COMPILE_TIMEOUT to a larger number of "
-           "seconds if the kernel needs longer";
-  }
-  if (run.term_signal != 0) {
-    return "the compiler (" + program + ") was killed by signal " +
-           std::to_string(run.term_signal) + " (" + strsignal(run.term_signal) + ")";
-  }
-  return "the compiler (" + program + ") failed (exit code " + std::to_string(run.exit_code) +
-         ") without reporting an error in the kernel's source (a full disk, a missing file "
-         "or a crash can do this)";
 }
 
 std::shared_ptr<const KernelLibrary> build(const KernelRecord& record) {
@@ -373,26 +317,10 @@ std::shared_ptr<const KernelLibrary> build(const KernelRecord& record) {
   argv.insert(argv.end(), {"-fstack-usage", "-I", msl, "-o", tmp_so, "-x", "c++", tmp_cpp});
   ++g_compiles;
   const ProcessResult result = run_process(argv, compiler_limits());
-  if (result.stopped) {
-    remove_temporaries();
-    throw_interrupted("kernel '" + record.name + "': compiling was interrupted (SIGINT)");
-  }
   if (!result.started || result.exit_code != 0) {
     remove_temporaries();
-    if (!result.started) {
-      TORCH_CHECK(false, "kernel '", record.name, "': cannot run the compiler ", compiler.program,
-                  ": ", result.error);
-    }
-    // Only an error the compiler found in the source is a MetalCompileError
-    // (remembered for the process); anything else is raised as it is and the
-    // next call compiles again.
-    if (!result.timed_out && result.term_signal == 0 && reports_source_error(result.output)) {
-      TORCH_CHECK(false, compile_error(record, result.output));
-    }
-    TORCH_CHECK(false, "kernel '", record.name, "': ",
-                describe_failed_run(result, compiler.program),
-                ". Nothing was cached: the next call compiles again.",
-                result.output.empty() ? "" : "\nCompiler output:\n", result.output);
+    throw_compile_failure(result, record.name, compiler.program,
+                          [&] { return compile_error(record, result.output); });
   }
   // No .su file (a compiler without -fstack-usage): the needs stay unknown.
   const std::string su_text = read_file(tmp_su);
@@ -401,7 +329,7 @@ std::shared_ptr<const KernelLibrary> build(const KernelRecord& record) {
   std::remove(tmp_su.c_str());
   chmod(tmp_so.c_str(), 0600);
   std::string seal_error;
-  if (!seal_library(tmp_so, stack, seal_error)) {
+  if (!seal_cache_file(tmp_so, stack, seal_error)) {
     remove_temporaries();
     TORCH_CHECK(false, "kernel '", record.name, "': cannot store the compiled kernel in ", dir,
                 ": ", seal_error);
@@ -419,7 +347,7 @@ std::shared_ptr<const KernelLibrary> build(const KernelRecord& record) {
     remove_temporaries();
   } else {
     loaded.library->path = so_path;
-    note_library_in_use(so_path);
+    note_cache_file_in_use(so_path);
     evict_least_recently_used(dir);
   }
   return std::make_shared<KernelLibrary>(std::move(*loaded.library));
@@ -427,11 +355,33 @@ std::shared_ptr<const KernelLibrary> build(const KernelRecord& record) {
 
 }  // namespace
 
+const std::string& headers_digest(const std::string& msl_dir) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::string> digests;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = digests.find(msl_dir);
+  if (it != digests.end()) return it->second;
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::recursive_directory_iterator(msl_dir)) {
+    if (entry.is_regular_file()) files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  Sha256 sha;
+  for (const fs::path& file : files) {
+    std::ifstream in(file, std::ios::binary);
+    std::ostringstream contents;
+    contents << in.rdbuf();
+    sha.update(fs::relative(file, msl_dir).generic_string()).update(std::string_view("\0", 1));
+    sha.update(contents.str()).update(std::string_view("\0", 1));
+  }
+  return digests.emplace(msl_dir, sha.hex_digest()).first->second;
+}
+
 std::string translation_unit(const KernelRecord& record) {
   // register_kernel has checked that record.entry is an identifier.
   std::string tu;
   tu += "// coreai_torch CPU backend: kernel entry " + record.entry + "\n";
-  tu += "#include <coreai_msl_cpu.h>\n";
+  tu += "#include <coreai_msl.h>\n";
   tu += "namespace metal {\n";
   tu += "#line 1 \"kernel_rendering\"\n";
   tu += metal_to_cpp(record.source);
@@ -504,23 +454,23 @@ std::string cache_directory() {
 std::string msl_directory() {
   const std::string from_env = getenv_string("COREAI_TORCH_MSL_DIR");
   if (!from_env.empty()) {
-    TORCH_CHECK(is_file(from_env + "/coreai_msl_cpu.h"), "COREAI_TORCH_MSL_DIR=", from_env,
-                " does not contain coreai_msl_cpu.h");
+    TORCH_CHECK(is_file(from_env + "/coreai_msl.h"), "COREAI_TORCH_MSL_DIR=", from_env,
+                " does not contain coreai_msl.h");
     return from_env;
   }
   Dl_info info;
   if (dladdr(reinterpret_cast<void*>(&msl_directory), &info) != 0 && info.dli_fname) {
     const std::string beside = (fs::path(info.dli_fname).parent_path() / "msl").string();
-    if (is_file(beside + "/coreai_msl_cpu.h")) return beside;
+    if (is_file(beside + "/coreai_msl.h")) return beside;
   }
 #ifdef COREAI_TORCH_SOURCE_MSL_DIR
-  if (is_file(std::string(COREAI_TORCH_SOURCE_MSL_DIR) + "/coreai_msl_cpu.h")) {
+  if (is_file(std::string(COREAI_TORCH_SOURCE_MSL_DIR) + "/coreai_msl.h")) {
     return COREAI_TORCH_SOURCE_MSL_DIR;
   }
 #endif
   TORCH_CHECK(false,
               "coreai_torch CPU backend: cannot find the Metal standard library headers "
-              "(coreai_msl_cpu.h) next to the _C library nor in the source tree; reinstall "
+              "(coreai_msl.h) next to the _C library nor in the source tree; reinstall "
               "coreai_torch or set COREAI_TORCH_MSL_DIR");
 }
 

@@ -46,9 +46,13 @@ std::string translation_unit(const KernelRecord& record);
 // $XDG_CACHE_HOME/coreai_torch, else ~/.cache/coreai_torch. Created 0700.
 std::string cache_directory();
 
-// The directory holding coreai_msl_cpu.h: $COREAI_TORCH_MSL_DIR, else msl/ next
+// The directory holding coreai_msl.h: $COREAI_TORCH_MSL_DIR, else msl/ next
 // to the loaded _C library (an installed wheel), else the source tree's.
 std::string msl_directory();
+
+// A digest of every file under the msl directory: a header edit changes every
+// cache key (of both JITs), even without a version bump.
+const std::string& headers_digest(const std::string& msl_dir);
 
 // Counters for tests: compiler runs, libraries found in the disk cache, and
 // libraries loaded now (each live record's library counts once).

@@ -18,9 +18,11 @@ std::string metal_to_cpp(std::string_view source);
 // `constant_ptr<const T>`, so overloads and specialisations per address space
 // coexist; reinterpret_cast and its kin to such a type become
 // ::coreai::pointer_cast. Storage `threadgroup T name[N]...;` becomes
-// `static thread_local` storage (private to the OS thread that runs the whole
-// group) plus a `const ::coreai::threadgroup_ptr<...>` with the array's name;
-// other threadgroup storage just becomes static thread_local. On references,
+// COREAI_THREADGROUP_STORAGE storage, which the target header defines (the
+// CPU: `static thread_local`, private to the OS thread that runs the whole
+// group; the GPU: shared memory), plus a `const ::coreai::threadgroup_ptr<...>`
+// with the array's name; other threadgroup storage just becomes
+// COREAI_THREADGROUP_STORAGE. On references,
 // template arguments and member-function qualifiers `threadgroup` is dropped
 // (`device` and `constant` are macros: nothing and const). The parameters of
 // the `[[kernel]]` function keep plain pointers: the launcher binds them.

@@ -687,16 +687,18 @@ def mlx_affine_quantize(
 def _pack(q: torch.Tensor, bits: int) -> torch.Tensor:
     """Little-endian bit packing: value c occupies bits c * bits .. c * bits + bits - 1."""
     rows, cols = q.shape
-    bit_values = (q[:, :, None] >> torch.arange(bits)) & 1  # [rows, cols, bits]
+    bit_values = (q[:, :, None] >> torch.arange(bits, device=q.device)) & 1  # [rows, cols, bits]
     stream = bit_values.reshape(rows, cols * bits // 8, 8)
-    return (stream << torch.arange(8)).sum(dim=2).to(torch.uint8)
+    return (stream << torch.arange(8, device=q.device)).sum(dim=2).to(torch.uint8)
 
 
 def _unpack(packed: torch.Tensor, bits: int) -> torch.Tensor:
     rows, nbytes = packed.shape
-    stream = (packed.to(torch.int64)[:, :, None] >> torch.arange(8)) & 1  # [rows, bytes, 8]
+    stream = (
+        packed.to(torch.int64)[:, :, None] >> torch.arange(8, device=packed.device)
+    ) & 1  # [rows, bytes, 8]
     bit_values = stream.reshape(rows, nbytes * 8 // bits, bits)
-    return (bit_values << torch.arange(bits)).sum(dim=2)
+    return (bit_values << torch.arange(bits, device=packed.device)).sum(dim=2)
 
 
 def mlx_affine_dequantize(

@@ -27,11 +27,11 @@ TESTS = Path(__file__).resolve().parents[1]  # holds the support package
     [
         (
             "threadgroup float tile[16][16];",
-            "static thread_local float coreai_threadgroup_tile[16][16]; "
+            "COREAI_THREADGROUP_STORAGE float coreai_threadgroup_tile[16][16]; "
             "const ::coreai::threadgroup_ptr<float[16]> tile = coreai_threadgroup_tile;",
         ),
-        ("threadgroup float a[4], b[4];", "static thread_local float a[4], b[4];"),
-        ("threadgroup metal::atomic<int> n;", "static thread_local metal::atomic<int> n;"),
+        ("threadgroup float a[4], b[4];", "COREAI_THREADGROUP_STORAGE float a[4], b[4];"),
+        ("threadgroup metal::atomic<int> n;", "COREAI_THREADGROUP_STORAGE metal::atomic<int> n;"),
         ("threadgroup float* p = tile;", "::coreai::threadgroup_ptr<float> p = tile;"),
         ("void f(threadgroup const half& r);", "void f(            const half& r);"),
         (
@@ -71,7 +71,9 @@ def test_address_space_pass_keeps_every_line() -> None:
     )
     out = C._rewrite_address_spaces(source)
     assert out.count("\n") == source.count("\n")
-    assert out.splitlines()[1].startswith("static thread_local float coreai_threadgroup_t[2];")
+    assert out.splitlines()[1].startswith(
+        "COREAI_THREADGROUP_STORAGE float coreai_threadgroup_t[2];"
+    )
 
 
 @pytest.mark.parametrize(
@@ -355,14 +357,23 @@ def test_a_gcc_is_not_taken_for_clang(tmp_path: Path) -> None:
 def test_every_msl_header_compiles_on_its_own() -> None:
     msl = Path(C._msl_directory())
     headers = [
-        "coreai_msl_cpu.h",
+        "coreai_msl.h",
         "metal_stdlib",
         "metal_tensor",
         "MetalPerformancePrimitives/MetalPerformancePrimitives.h",
     ]
     headers += [
         f"coreai_msl/{name}.h"
-        for name in ("core", "cpu_abi", "debug_checks", "entry", "runtime", "sync", "tensor")
+        for name in (
+            "core",
+            "cpu_abi",
+            "cuda_abi",
+            "debug_checks",
+            "entry",
+            "runtime",
+            "sync",
+            "tensor",
+        )
     ]
     flags = [
         "-std=c++23",
@@ -373,8 +384,8 @@ def test_every_msl_header_compiles_on_its_own() -> None:
         str(msl),
     ]
     for header in headers:
-        source = f"#include <coreai_msl_cpu.h>\n#include <{header}>\n"
-        if header.startswith("coreai_msl/") or header == "coreai_msl_cpu.h":
+        source = f"#include <coreai_msl.h>\n#include <{header}>\n"
+        if header.startswith("coreai_msl/") or header == "coreai_msl.h":
             source = f"#include <{header}>\n"
         p = subprocess.run(
             [C._cpu_compiler(), *flags, "-x", "c++", "-"],

@@ -93,7 +93,13 @@ strided_kernel = TorchMetalKernel(
     simdgroup_load(b, src.get_data_ptr(), epr, ulong2(3, 5), true);
     simdgroup_store(a, plain.get_data_ptr(), 8);
     simdgroup_store(b, transposed.get_data_ptr(), 8);
-    // Stores at an origin of a 16 x 12 destination, then transposed.
+    // Stores at an origin of a 16 x 12 destination, then transposed, over
+    // zeros (so that every element of the results is defined).
+    for (uint i = lane; i < 16 * 12; i += 32) {
+      stored.get_data_ptr()[i] = 0.0f;
+      stored_t.get_data_ptr()[i] = 0.0f;
+    }
+    simdgroup_barrier(mem_flags::mem_device);
     simdgroup_store(a, stored.get_data_ptr(), 12, ulong2(2, 4));
     simdgroup_store(a, stored_t.get_data_ptr(), 12, ulong2(2, 4), true);
     """,
@@ -110,8 +116,11 @@ def test_load_and_store_with_stride_origin_and_transpose() -> None:
     block = src[5:13, 3:11]  # origin (x=3, y=5): rows 5.., columns 3..
     torch.testing.assert_close(plain, block, rtol=0, atol=0)
     torch.testing.assert_close(transposed, block.T, rtol=0, atol=0)
-    torch.testing.assert_close(stored[4:12, 2:10], block, rtol=0, atol=0)
-    torch.testing.assert_close(stored_t[4:12, 2:10], block.T, rtol=0, atol=0)
+    expected, expected_t = torch.zeros(16, 12), torch.zeros(16, 12)
+    expected[4:12, 2:10] = block
+    expected_t[4:12, 2:10] = block.T
+    torch.testing.assert_close(stored, expected, rtol=0, atol=0)
+    torch.testing.assert_close(stored_t, expected_t, rtol=0, atol=0)
 
 
 def _mma_reference(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:

@@ -1,12 +1,58 @@
-"""Helpers for tests that run kernels: call, compare, and opcheck in one go."""
+"""Helpers for tests that run kernels: call, compare, and opcheck in one go.
+
+``COREAI_TORCH_TEST_DEVICE=cuda`` (or any torch device) turns on *device mode*
+for the whole test session (tests/conftest.py): every plain eager kernel call
+of every test also runs on that device. The inputs are copied there, the kernel
+runs on the CPU backend and on the device, both results (and any input the
+kernel wrote to) must agree within the tolerances of ``assert_backends_agree``,
+and the test goes on with the device's results, so its own checks against
+``torch_defn`` and hand-computed values judge the device's backend. ``run_checked``
+then opchecks the op on the device too. That is how the eager test suite runs
+on the CUDA backend (docs/cuda.md).
+
+Every session also records the registration of each specialization whose
+first CPU launch succeeded (``LAUNCHED``): tests/cuda/test_ptx_compile.py,
+which runs last, compiles each of them for NVIDIA GPUs.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
-from coreai_torch import TorchMetalKernel
+from coreai_torch import TorchMetalKernel, kernel_op, modes
+from coreai_torch.contract import OPTION_DEBUG
+
+TEST_DEVICE = os.environ.get("COREAI_TORCH_TEST_DEVICE", "")
+
+# Largest difference allowed between two backends, per floating dtype. Both
+# compute every float operation in IEEE single precision with the same
+# operation order (sums included); they differ only in the math library
+# (glibc vs libdevice, each within 2 ulp for the functions Metal has), so
+# float32 results agree to a few ulp; half and bfloat results are float results
+# rounded once, which a few-ulp float difference moves by at most one ulp of
+# the narrow type (2^-10, 2^-7).
+BACKEND_TOLERANCE = {
+    torch.float32: {"rtol": 1e-5, "atol": 1e-6},
+    torch.float16: {"rtol": 2e-3, "atol": 1e-5},
+    torch.bfloat16: {"rtol": 1.6e-2, "atol": 1e-5},
+}
+# Kernels that multiply simdgroup matrices: with half or bfloat operands the
+# GPU's tensor cores sum the products of each 8x8x8 step in their own order,
+# so float results are sums of the same terms in another order, which moves
+# them by a few float ulps of the sum of the terms' magnitudes (the tolerance
+# the corpus tests use for such sums against torch). Narrow results are within
+# BACKEND_TOLERANCE already: one rounding of such a float.
+REORDERED_SUM_TOLERANCE = {torch.float32: {"rtol": 1e-4, "atol": 1e-4}}
+# Results whose values each backend chooses (which thread owns which element
+# of a cooperative tensor): compared by the test's own checks, not across
+# backends. See backend_defined_results().
+_BACKEND_DEFINED: set[int] = set()
 
 
 def run_checked(kernel: TorchMetalKernel, *args: Any, opcheck: bool = True, **call: Any) -> Any:
@@ -18,20 +64,174 @@ def run_checked(kernel: TorchMetalKernel, *args: Any, opcheck: bool = True, **ca
     with those inputs requiring grad, which checks the op's autograd
     registration and compares the gradients of the traced op with eager ones.
     (opcheck adds up all results in the first one's dtype, so it cannot take
-    integer results there.)
+    integer results there.) In device mode both run on the test device.
     """
     out = kernel(*args, **call)
     if opcheck:
         grid = list(call["threads_per_grid"])
         group = list(call["threads_per_thread_group"])
         shapes = [list(s) for s in call["result_shapes"]]
-        torch.library.opcheck(kernel.op, (*args, grid, group, *shapes))
+        op_args = to_device(args, TEST_DEVICE) if TEST_DEVICE else args
+        torch.library.opcheck(kernel.op, (*op_args, grid, group, *shapes))
         results = [out] if isinstance(out, torch.Tensor) else list(out)
-        if any(map(_floating, args)) and all(map(_floating, results)):
-            differentiable = [a.detach().requires_grad_() if _floating(a) else a for a in args]
+        if any(map(_floating, op_args)) and all(map(_floating, results)):
+            differentiable = [a.detach().requires_grad_() if _floating(a) else a for a in op_args]
             torch.library.opcheck(kernel.op, (*differentiable, grid, group, *shapes))
     return out
 
 
 def _floating(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and value.is_floating_point()
+
+
+def to_device(value: Any, device: str) -> Any:
+    """``value`` with every tensor (in lists and tuples too) copied to ``device``."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device, copy=True)
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_device(v, device) for v in value)
+    return value
+
+
+@contextlib.contextmanager
+def backend_defined_results(*indices: int) -> Iterator[None]:
+    """Within it, device mode leaves the results at ``indices`` out of the comparison.
+
+    For values that Metal leaves to the implementation (each backend's own
+    choice); the test's own checks still judge the device's values.
+    """
+    _BACKEND_DEFINED.update(indices)
+    try:
+        yield
+    finally:
+        _BACKEND_DEFINED.difference_update(indices)
+
+
+def assert_backends_agree(
+    kernel: str, expected: Any, got: Any, what: str, reordered_sums: bool = False
+) -> None:
+    """``got`` (on any device) equals ``expected`` (CPU): exactly, or within BACKEND_TOLERANCE.
+
+    ``reordered_sums``: float results may be sums in another order (REORDERED_SUM_TOLERANCE).
+    """
+    if isinstance(expected, (list, tuple)):
+        assert len(expected) == len(got), (
+            f"{kernel}: {what}: {len(got)} values, not {len(expected)}"
+        )
+        for i, (e, g) in enumerate(zip(expected, got)):
+            if what == "results" and i in _BACKEND_DEFINED:
+                continue
+            assert_backends_agree(kernel, e, g, f"{what}[{i}]", reordered_sums)
+        return
+    if not isinstance(expected, torch.Tensor):
+        return
+    tolerance = BACKEND_TOLERANCE.get(expected.dtype, {"rtol": 0, "atol": 0})
+    if reordered_sums:
+        tolerance = REORDERED_SUM_TOLERANCE.get(expected.dtype, tolerance)
+    torch.testing.assert_close(
+        got.cpu(),
+        expected,
+        equal_nan=True,
+        **tolerance,
+        msg=lambda m: (
+            f"kernel '{kernel}', {what}: the {TEST_DEVICE} backend differs from the "
+            f"CPU backend: {m}"
+        ),
+    )
+
+
+def _plain_cpu_call(args: tuple) -> bool:
+    """True for an eager call with real CPU tensors, nothing tracing it."""
+    if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack():
+        return False
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    return bool(tensors) and all(
+        type(t) is torch.Tensor and t.device.type == "cpu" and not t.requires_grad for t in tensors
+    )
+
+
+def cross_check(
+    kernel: str,
+    launch: Callable[[tuple], Any],
+    args: tuple,
+    debug: bool,
+    *,
+    results: bool = True,
+    reordered_sums: bool = False,
+) -> Any:
+    """``launch(args)``; in device mode also on the test device, which must agree.
+
+    Returns the test device's results (on the CPU) in device mode. The inputs
+    after the call (kernels may write to them) are compared, and the results
+    too unless ``results`` is False (for kernels that leave some of their
+    uninitialised results unwritten on purpose). Debug-mode launches (a
+    CPU-backend feature) and traced calls run as they are.
+    """
+    if not TEST_DEVICE or debug or not _plain_cpu_call(args):
+        return launch(args)
+    moved = to_device(args, TEST_DEVICE)
+    expected = launch(args)  # raises what the test expects, if anything
+    got = launch(moved)
+    if results:
+        assert_backends_agree(kernel, expected, got, "results", reordered_sums)
+    assert_backends_agree(kernel, list(args), list(moved), "inputs after the call")
+    return to_device(got, "cpu")
+
+
+def install_device_mode() -> None:
+    """Every plain eager TorchMetalKernel call also runs on TEST_DEVICE (module docstring)."""
+    on_cpu = TorchMetalKernel.__call__
+
+    def call(self: TorchMetalKernel, *args: Any, **kwargs: Any) -> Any:
+        if modes.resolve(self.execution_mode) != "kernel":
+            return on_cpu(self, *args, **kwargs)
+        multiplies = "simdgroup_multiply" in f"{self.src}\n{self.helper_src}"
+        return cross_check(
+            self.name,
+            lambda a: on_cpu(self, *a, **kwargs),
+            args,
+            self.debug,
+            reordered_sums=multiplies,
+        )
+
+    TorchMetalKernel.__call__ = call
+
+
+# The register_kernel arguments (lists as tuples) of each specialization whose
+# first CPU launch succeeded, without the debug bit (a CPU-backend feature),
+# and the kernel's name.
+LAUNCHED: dict[tuple, str] = {}
+_LAUNCHED_LOCK = threading.Lock()
+
+
+def record_launch(name: str, registration: tuple) -> None:
+    """Notes a specialization that launched (``registration``: register_kernel's arguments)."""
+    *head, options = (tuple(a) if isinstance(a, list) else a for a in registration)
+    with _LAUNCHED_LOCK:
+        LAUNCHED.setdefault((*head, options & ~OPTION_DEBUG), name)
+
+
+def record_launched_kernels() -> None:
+    """From now on, records in LAUNCHED each specialization a kernel's op launches.
+
+    A new specialization always launches through the op's eager kernel
+    (``kernel_op._eager``) first; support/cpu_launch.py records its own.
+    """
+    eager = kernel_op._eager
+    seen: set[tuple] = set()
+
+    def recording(kernel: TorchMetalKernel, flat: tuple) -> Any:
+        out = eager(kernel, flat)
+        n = len(kernel.input_names)
+        inputs = flat[:n]
+        outs = kernel.as_result_list(out)
+        tensors = tuple((v.dtype, v.dim()) for v in inputs if isinstance(v, torch.Tensor))
+        results = tuple((o.dtype, o.dim()) for o in outs)
+        key = (repr(kernel.identity), tensors, results, kernel.options)
+        if key not in seen and modes.resolve(kernel.execution_mode) == "kernel":
+            seen.add(key)
+            spec = kernel.specialization(inputs, [o.dim() for o in outs], [o.dtype for o in outs])
+            record_launch(kernel.name, kernel.registration(spec))
+        return out
+
+    kernel_op._eager = recording

@@ -4,12 +4,19 @@ A check program is a function body that runs inside ``namespace metal`` (as a
 kernel does on the CPU backend) and reports values with ``emit("name", v...)``.
 Floating-point values are printed as hexadecimal floats, so the Python side
 sees the exact bits; integers as decimal.
+
+In device mode for CUDA (``COREAI_TORCH_TEST_DEVICE=cuda``) the same program is
+compiled by the CUDA backend's compiler command for the GPU, as one device
+function around the same headers, and runs on one GPU thread (cuda_runner.py);
+emit() prints with the GPU's printf. The values are then the GPU's.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -32,6 +39,8 @@ WARNING_FLAGS = ["-Wall", "-Wextra", "-Werror"]
 
 PRELUDE = r"""
 #include <coreai_msl/core.h>
+// What `threadgroup` storage is on this target (the address-space pass writes it).
+#include <coreai_msl/sync.h>
 #include <cstdio>
 #include <type_traits>
 
@@ -67,12 +76,30 @@ namespace metal {
 using check::emit;
 void run_checks();
 }  // namespace metal
+"""
 
+HOST_MAIN = """
 int main() {
   metal::run_checks();
   return 0;
 }
 """
+
+ON_GPU = os.environ.get("COREAI_TORCH_TEST_DEVICE") == "cuda"
+GPU_ARCH = "sm_90"
+# The program as device code: host+device functions over the same headers,
+# printf declared for the device (clang lowers it to the GPU's vprintf).
+GPU_HEAD = """
+#include <coreai_msl/nvptx_math.h>
+extern "C" __attribute__((device)) int printf(const char*, ...);
+#include <cstdio>
+#pragma clang force_cuda_host_device begin
+"""
+GPU_MAIN = """
+#pragma clang force_cuda_host_device end
+extern "C" __attribute__((global)) void coreai_checks() { metal::run_checks(); }
+"""
+CUDA_RUNNER = Path(__file__).with_name("cuda_runner.py")
 
 
 def find_clang() -> str:
@@ -94,7 +121,42 @@ def _source(body: str, globals_src: str, helpers: str = "", metal_passes: bool =
     kernel_code = f"{helpers}\nvoid run_checks() {{\n{body}\n}}\n"
     if metal_passes:
         kernel_code = metal_to_cpp(kernel_code)
-    return f"{PRELUDE}\n{globals_src}\nnamespace metal {{\n{kernel_code}}}  // namespace metal\n"
+    program = f"{PRELUDE}\n{globals_src}\nnamespace metal {{\n{kernel_code}}}  // namespace metal\n"
+    return f"{GPU_HEAD}{program}{GPU_MAIN}" if ON_GPU else program + HOST_MAIN
+
+
+def _gpu_command() -> list[str]:
+    from coreai_torch import _C
+
+    return _C._cuda_compile_command(GPU_ARCH)
+
+
+def _build_and_run(source: Path, extra_flags: tuple[str, ...]) -> str:
+    """Compiles ``source`` for this mode's target, runs it, returns what it printed."""
+    if ON_GPU:
+        ptx = source.with_suffix(".ptx")
+        build = subprocess.run(
+            [*_gpu_command(), *extra_flags, "-o", str(ptx), str(source)],
+            capture_output=True,
+            text=True,
+        )
+        assert build.returncode == 0, f"check program failed to compile:\n{build.stderr}"
+        run = subprocess.run(
+            [sys.executable, str(CUDA_RUNNER), str(ptx)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    else:
+        binary = source.with_suffix("")
+        cmd = [find_clang(), *KERNEL_FLAGS, *WARNING_FLAGS, *extra_flags, f"-I{MSL_INCLUDE_DIR}"]
+        build = subprocess.run(
+            [*cmd, str(source), "-o", str(binary)], capture_output=True, text=True
+        )
+        assert build.returncode == 0, f"check program failed to compile:\n{build.stderr}"
+        run = subprocess.run([str(binary)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, f"check program failed:\n{run.stderr}"
+    return run.stdout
 
 
 def metal_to_cpp(source: str) -> str:
@@ -122,22 +184,14 @@ def run_checks(
     helpers and the body go through the CPU backend's text passes first, as a
     kernel's source does, with Metal's address-space words defined.
     """
-    clang = find_clang()
     if metal_passes:
         globals_src = ADDRESS_SPACE_MACROS + globals_src
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / "checks.cpp"
-        binary = Path(tmp) / "checks"
         source.write_text(_source(body, globals_src, helpers, metal_passes))
-        cmd = [clang, *KERNEL_FLAGS, *WARNING_FLAGS, *extra_flags, f"-I{MSL_INCLUDE_DIR}"]
-        build = subprocess.run(
-            [*cmd, str(source), "-o", str(binary)], capture_output=True, text=True
-        )
-        assert build.returncode == 0, f"check program failed to compile:\n{build.stderr}"
-        run = subprocess.run([str(binary)], capture_output=True, text=True, timeout=120)
-        assert run.returncode == 0, f"check program failed:\n{run.stderr}"
+        output = _build_and_run(source, extra_flags)
     results: dict[str, list] = {}
-    for line in run.stdout.splitlines():
+    for line in output.splitlines():
         name, *tokens = line.split()
         # Emitting one name repeatedly (from a loop) appends to its values.
         results.setdefault(name, []).extend(_parse_token(t) for t in tokens)
@@ -149,14 +203,14 @@ def compile_errors(bodies: list[str], metal_passes: bool = False) -> list[str]:
 
     The bodies are compiled concurrently; each must fail to compile.
     """
-    clang = find_clang()
     globals_src = ADDRESS_SPACE_MACROS if metal_passes else ""
+    compiler = _gpu_command() if ON_GPU else [find_clang(), *KERNEL_FLAGS, f"-I{MSL_INCLUDE_DIR}"]
 
     def compile_one(body: str) -> str:
         with tempfile.TemporaryDirectory() as tmp:
             source = Path(tmp) / "bad.cpp"
             source.write_text(_source(body, globals_src, metal_passes=metal_passes))
-            cmd = [clang, *KERNEL_FLAGS, "-fsyntax-only", f"-I{MSL_INCLUDE_DIR}", str(source)]
+            cmd = [*compiler, "-fsyntax-only", str(source)]
             result = subprocess.run(cmd, capture_output=True, text=True)
         assert result.returncode != 0, f"expected a compile error for:\n{body}"
         return result.stderr

@@ -8,12 +8,15 @@
 // execution_simdgroups<N> (N SIMD-groups, a whole threadgroup). Apple leaves
 // the distribution to the implementation and gives accessors; this one is:
 //
-//  - The scope's threads are numbered 0..T-1: the lane among the SIMD-group's
-//    running lanes or, for execution_simdgroups<N>, the rank of the thread's
-//    stack among the threadgroup's threads (each thread has a stack of its
-//    own, so the numbering is the same at every call: two tensors of one
-//    operation have the same layout). T counts the threads that take part, so
-//    a scope of another size than the threadgroup still covers the tile.
+//  - The scope's threads are numbered 0..T-1 by the target (join_scope in
+//    target_cpu.h / target_nvptx.h), the same way at every call, so two
+//    tensors of one operation have the same layout. On the CPU, T counts the
+//    threads that take part (the lane among the SIMD-group's running lanes
+//    or, for execution_simdgroups<N>, the rank of the thread's stack among the
+//    threadgroup's threads), so a scope of another size than the threadgroup
+//    still covers the tile. On the GPU, T is the scope's 32 N threads,
+//    numbered by lane or by index in the threadgroup: Metal has them all take
+//    part.
 //  - Thread t owns the elements with linear index t, t + T, t + 2T, ... of the
 //    tile in row-major order (row = index / columns): get_capacity() is
 //    ceil(elements / T), and element i of thread t is linear index t + i * T.
@@ -24,7 +27,7 @@
 //    tile and {index} for the 1-D results of reduce_rows / reduce_columns.
 //
 // Creating a tensor of a multi-SIMD-group scope is a threadgroup barrier
-// (three, in fact: every thread of the scope must reach it, as on the GPU).
+// (three on the CPU): every thread of the scope must reach it, as on the GPU.
 #ifndef COREAI_MSL_COOPERATIVE_TENSOR_H
 #define COREAI_MSL_COOPERATIVE_TENSOR_H
 
@@ -58,92 +61,23 @@ inline constexpr bool is_scope_v = std::is_same_v<S, execution_thread> ||
 template <int N>
 inline constexpr bool is_scope_v<execution_simdgroups<N>> = true;
 
-// This thread's number among the scope's T threads.
-struct member {
-  unsigned index = 0;
-  unsigned count = 1;
-};
+// This thread's number among the scope's T threads (the target's join_scope:
+// on the CPU the running threads, on the GPU the scope's 32 N threads).
+using member = coreai::target::scope_member;
 
-// Heap storage that grows and copies (the standard containers' headers would
-// double the time every kernel takes to compile).
-template <class T>
-class buffer {
- public:
-  buffer() = default;
-  buffer(const buffer& o) { assign(o.data_, o.size_); }
-  buffer& operator=(const buffer& o) {
-    if (this != &o) assign(o.data_, o.size_);
-    return *this;
-  }
-  ~buffer() { delete[] data_; }
-
-  void resize(std::size_t n) {
-    if (n <= capacity_) {
-      size_ = n;
-      return;
-    }
-    T* grown = new T[n]();
-    for (std::size_t i = 0; i < size_; ++i) grown[i] = data_[i];
-    delete[] data_;
-    data_ = grown;
-    size_ = capacity_ = n;
-  }
-  void assign(const T* from, std::size_t n) {
-    resize(n);
-    for (std::size_t i = 0; i < n; ++i) data_[i] = from[i];
-  }
-  T& operator[](std::size_t i) { return data_[i]; }
-  const T& operator[](std::size_t i) const { return data_[i]; }
-  T* data() { return data_; }
-  std::size_t size() const { return size_; }
-
- private:
-  T* data_ = nullptr;
-  std::size_t size_ = 0, capacity_ = 0;
-};
-
-// What the threads of the running threadgroup share (all of them run on one
-// OS thread, so thread_local storage is the group's).
-struct group_shared {
-  const void* stacks[1024] = {};  // at most 1024 threads in a threadgroup
-  unsigned stack_count = 0;
-  buffer<unsigned char> scratch;
-};
-inline thread_local group_shared g_shared;
+template <class S>
+inline constexpr int simdgroups_of = S::simdgroups;
 
 template <class Scope>
 inline member join() {
-  if constexpr (std::is_same_v<Scope, execution_thread>) {
-    return {0, 1};
-  } else if constexpr (std::is_same_v<Scope, execution_simdgroup>) {
-    const coreai::simd::lanes_state v = coreai::simd::meet(coreai::simd::site::here());
-    const std::uint32_t below = v.active & ((std::uint32_t{1} << v.lane) - 1u);
-    return {static_cast<unsigned>(__builtin_popcount(below)),
-            static_cast<unsigned>(__builtin_popcount(v.active))};
-  } else {
-    // Every thread publishes where its stack is, then ranks itself among the
-    // published addresses. The list is emptied after a third barrier: nobody
-    // publishes again before every thread has passed it, because publishing
-    // needs the first barrier, which needs every thread.
-    const auto here = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    g_shared.stacks[g_shared.stack_count++] = __builtin_frame_address(0);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    member me{0, g_shared.stack_count};
-    for (unsigned i = 0; i < g_shared.stack_count; ++i) {
-      me.index += reinterpret_cast<std::uintptr_t>(g_shared.stacks[i]) < here;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    g_shared.stack_count = 0;
-    return me;
-  }
+  return coreai::target::join_scope<simdgroups_of<Scope>>();
 }
 
 // A rendezvous of the scope's threads.
 template <class Scope>
 inline void sync() {
   if constexpr (std::is_same_v<Scope, execution_simdgroup>) {
-    coreai::simd::meet(coreai::simd::site::here());
+    simdgroup_barrier(mem_flags::mem_threadgroup);
   } else if constexpr (!std::is_same_v<Scope, execution_thread>) {
     threadgroup_barrier(mem_flags::mem_threadgroup);
   }
@@ -260,7 +194,12 @@ class cooperative_tensor {
   const cooperative_detail::member& member() const { return me_; }
 
  private:
-  int capacity() const { return (elements + static_cast<int>(me_.count) - 1) / me_.count; }
+  // A thread numbered past the scope (on the GPU: a threadgroup larger than
+  // the scope) owns nothing.
+  int capacity() const {
+    if (me_.index >= me_.count) return 0;
+    return (elements + static_cast<int>(me_.count) - 1) / static_cast<int>(me_.count);
+  }
 
   bool tensor_index(int i, std::int64_t (&at)[rank]) const {
     if (linear_index(i) >= elements) return false;
@@ -283,7 +222,8 @@ class cooperative_tensor {
   }
 
   cooperative_detail::member me_;
-  cooperative_detail::buffer<value_type> values_;
+  coreai::target::tile_storage<value_type, elements, cooperative_detail::simdgroups_of<scope>>
+      values_;
   int valid_rows_ = rows;
   int valid_columns_ = columns;
 };

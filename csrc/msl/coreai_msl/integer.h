@@ -152,6 +152,17 @@ inline X abs(X x) {
     if constexpr (std::is_signed_v<E>) {
       // |min| wraps to min, as in two's complement hardware.
       using U = detail::unsigned_of<E>;
+#if defined(__NVPTX__)
+      if constexpr (sizeof(E) < sizeof(int)) {
+        // LLVM narrows this to PTX's abs.s16, which ptxas gives |-32768| =
+        // +32768 rather than the wrapped -32768: take |v| in 32 bits, where
+        // the value cannot overflow, hiding that it was a short so that it
+        // stays there, and keep the low bits.
+        int wide = v;
+        __asm__("" : "+r"(wide));
+        return static_cast<E>(static_cast<U>(wide < 0 ? -wide : wide));
+      }
+#endif
       return static_cast<E>(v < 0 ? static_cast<U>(0u - static_cast<U>(v)) : static_cast<U>(v));
     } else {
       return v;

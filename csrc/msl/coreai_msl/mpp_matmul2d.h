@@ -1,4 +1,4 @@
-// MetalPerformancePrimitives' matmul2d for the CPU backend (Apple's API:
+// MetalPerformancePrimitives' matmul2d for the CPU and CUDA backends (Apple's API:
 // MetalPerformancePrimitives.framework/Headers/MPPTensorOpsMatMul2d.h).
 //
 //   constexpr auto d = matmul2d_descriptor(m, n, k, transpose_left, transpose_right,
@@ -139,7 +139,7 @@ class matmul2d {
     static_assert(!matmul_detail::is_cooperative_v<Left> &&
                       !matmul_detail::is_cooperative_v<Right>,
                   "matmul2d: cooperative-tensor operands (get_left_input_cooperative_tensor, "
-                  "get_right_input_cooperative_tensor) are not supported by the CPU backend of "
+                  "get_right_input_cooperative_tensor) are not supported by "
                   "coreai_torch; pass tensors in device or threadgroup memory");
     using Acc = accumulator_t<Left, Right>;
     constexpr bool tl = Descriptor.transpose_left, tr = Descriptor.transpose_right;
@@ -171,7 +171,8 @@ class matmul2d {
     } else {
       using Out = matmul_detail::element_t<Destination>;
       const metal::cooperative_detail::member me = metal::cooperative_detail::join<Scope>();
-      for (int e = static_cast<int>(me.index); e < Descriptor.m * Descriptor.n;
+      const int tile = me.index < me.count ? Descriptor.m * Descriptor.n : 0;
+      for (int e = static_cast<int>(me.index); e < tile;
            e += static_cast<int>(me.count)) {
         const int r = e / Descriptor.n, c = e % Descriptor.n;
         if (c >= static_cast<int>(destination.get_extent(0)) ||
@@ -227,18 +228,18 @@ inline void reduce(const metal::cooperative_tensor<E, SX, SL>& source,
       }
     }
   } else if constexpr (std::is_same_v<Scope, metal::execution_simdgroup>) {
-    // One exchange per element slot: every lane sees every lane's i-th element.
+    // One gather per element slot: every lane reads every lane's i-th element.
     struct entry {
       E value;
       int key;
       bool valid;
     };
     for (int i = 0; i < source.get_capacity(); ++i) {
-      const entry mine{source[i], key(i), source.get_mask(i)};
-      const coreai::simd::cpu::view v = coreai::simd::cpu::exchange(mine, coreai::simd::site::here());
+      const auto all = coreai::simd::gather(entry{source[i], key(i), source.get_mask(i)},
+                                             coreai::simd::site::here());
       for (unsigned lane = 0; lane < coreai::simd::kWidth; ++lane) {
-        if (!coreai::simd::cpu::active(v, lane)) continue;
-        const entry e = coreai::simd::cpu::value_of<entry>(v, lane);
+        if (!coreai::simd::is_active(all.active, lane)) continue;
+        const entry e = all.from(lane);
         if (!e.valid) continue;
         for (int j = 0; j < destination.get_capacity(); ++j) {
           if (owned_key(j) == e.key) destination[j] = combine(op, destination[j], e.value);
@@ -249,11 +250,10 @@ inline void reduce(const metal::cooperative_tensor<E, SX, SL>& source,
     // The threadgroup's shared scratch holds the tile, then each thread
     // reduces the rows or columns it owns, in index order.
     constexpr int n = Src::elements;
-    auto& scratch = metal::cooperative_detail::g_shared.scratch;
     metal::cooperative_detail::sync<Scope>();
-    if (scratch.size() < n * (sizeof(E) + 1)) scratch.resize(n * (sizeof(E) + 1));  // by one thread
-    E* values = reinterpret_cast<E*>(scratch.data());
-    unsigned char* present = scratch.data() + n * sizeof(E);
+    unsigned char* scratch = coreai::target::group_scratch<n * (sizeof(E) + 1)>();
+    E* values = reinterpret_cast<E*>(scratch);
+    unsigned char* present = scratch + n * sizeof(E);
     const auto& me = source.member();
     for (int e = static_cast<int>(me.index); e < n; e += static_cast<int>(me.count)) present[e] = 0;
     metal::cooperative_detail::sync<Scope>();

@@ -18,10 +18,14 @@
 // products gather every lane's elements through one exchange of the CPU
 // target (target_cpu.h), so they are SIMD-group functions that every lane
 // must reach, as on the GPU, and the first lane to read the exchange computes
-// the whole 8 x 8 product once for the SIMD-group. A product sums the eight
-// terms of each element in float with fused multiply-adds, in order of k,
-// starting from the accumulator, and rounds once to the result type; the
-// GPU's order within the eight terms is not specified.
+// the whole 8 x 8 product once for the SIMD-group. On NVIDIA GPUs each lane
+// computes its own elements from warp shuffles (coreai::simd::gather). A
+// product sums the eight terms of each element in float with fused
+// multiply-adds, in order of k, starting from the accumulator, and rounds once
+// to the result type; the GPU's order within the eight terms is not
+// specified. Where the target has matrix units for the operand types (NVIDIA
+// GPUs: half or bfloat operands, coreai::simd::has_matrix_units) they compute
+// the product, accumulating in float in their own order.
 #ifndef COREAI_MSL_SIMDGROUP_MATRIX_H
 #define COREAI_MSL_SIMDGROUP_MATRIX_H
 
@@ -181,7 +185,7 @@ template <bool UseFma>
 
 // x86-64 has fused multiply-add instructions only from Haswell on: a copy of
 // the product for them (vectorised), and one through the C library's fma.
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(__NVPTX__)
 [[gnu::target("fma,avx2")]] inline void product_fma(const full& a, const full& b, const full& c,
                                                     full& d) {
   multiply_accumulate<true>(a, b, c, d);
@@ -208,6 +212,54 @@ inline void simdgroup_multiply_accumulate(simdgroup_matrix<TD, 8, 8>& d,
                                           const simdgroup_matrix<TA, 8, 8>& a,
                                           const simdgroup_matrix<TB, 8, 8>& b,
                                           const simdgroup_matrix<TC, 8, 8>& c, COREAI_CALL_SITE) {
+  if constexpr (coreai::simd::has_matrix_units<TA, TB>) {
+    float d0, d1;
+    if (coreai::simd::multiply_8x8_on_matrix_units(a.elements_, b.elements_,
+                                                   static_cast<float>(c.elements_[0]),
+                                                   static_cast<float>(c.elements_[1]), d0, d1)) {
+      d.elements_[0] = static_cast<TD>(d0);
+      d.elements_[1] = static_cast<TD>(d1);
+      return;
+    }
+  }
+#if defined(__NVPTX__)
+  // Each lane computes its own two elements from shuffles of its row of a and
+  // its two columns of b: every lane reads the same number of values, in the
+  // same order (each read is a shuffle the active lanes make together).
+  struct pair_operands {
+    vec<TA, 2> a;
+    vec<TB, 2> b;
+  };
+  const auto all = coreai::simd::gather(pair_operands{a.elements_, b.elements_}, at);
+  const int r = simdgroup_layout::row(all.lane);
+  const int c0 = simdgroup_layout::column(all.lane, 0);  // even: c0 and c0 + 1 share a lane
+  // A lane that is not running contributes zeros (its elements are undefined on the GPU).
+  float row[8], col0[8], col1[8];
+  for (int k = 0; k < 8; k += 2) {
+    const unsigned holder = simdgroup_layout::lane(r, k);
+    const vec<TA, 2> pair = all.from(holder, [](const pair_operands& o) { return o.a; });
+    const bool present = coreai::simd::is_active(all.active, holder);
+    row[k] = present ? static_cast<float>(pair[0]) : 0.0f;
+    row[k + 1] = present ? static_cast<float>(pair[1]) : 0.0f;
+  }
+  for (int k = 0; k < 8; ++k) {
+    const unsigned holder = simdgroup_layout::lane(k, c0);
+    const vec<TB, 2> pair = all.from(holder, [](const pair_operands& o) { return o.b; });
+    const bool present = coreai::simd::is_active(all.active, holder);
+    col0[k] = present ? static_cast<float>(pair[0]) : 0.0f;
+    col1[k] = present ? static_cast<float>(pair[1]) : 0.0f;
+  }
+  float sum0 = static_cast<float>(c.elements_[0]);
+  float sum1 = static_cast<float>(c.elements_[1]);
+  for (int k = 0; k < 8; ++k) {
+    sum0 = __builtin_fmaf(row[k], col0[k], sum0);
+    sum1 = __builtin_fmaf(row[k], col1[k], sum1);
+  }
+  d.elements_[0] = static_cast<TD>(sum0);
+  d.elements_[1] = static_cast<TD>(sum1);
+#else
+  // The first lane to read the exchange computes the whole product once for
+  // the SIMD-group (vectorised); each lane then reads its two elements.
   struct operands {
     vec<TA, 2> a;
     vec<TB, 2> b;
@@ -237,6 +289,7 @@ inline void simdgroup_multiply_accumulate(simdgroup_matrix<TD, 8, 8>& d,
   for (int s = 0; s < 2; ++s) {
     d.elements_[s] = static_cast<TD>(result.e[r][simdgroup_layout::column(v.lane, s)]);
   }
+#endif
 }
 
 template <class TD, class TA, class TB>

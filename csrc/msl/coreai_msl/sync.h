@@ -1,8 +1,8 @@
-// Barriers, SIMD-group functions and quad-group functions.
+// Barriers, SIMD-group functions and quad-group functions, for every target.
 //
 // The Metal functions are written once, here, over a handful of primitives
-// that the target provides in namespace coreai::simd (target_cpu.h: fibers
-// that meet at a rendezvous):
+// that each target provides in namespace coreai::simd (target_cpu.h: fibers
+// that meet at a rendezvous; target_nvptx.h: warp shuffles and votes):
 //
 //   meet(at)                        the caller's lane and the mask of active lanes
 //   fetch(value, source, at)        every active lane publishes `value` and reads the
@@ -158,7 +158,11 @@ inline constexpr bool is_integer_value = std::is_integral_v<typename lanes<T>::e
 
 }  // namespace coreai::simd
 
+#if defined(__NVPTX__)
+#include "target_nvptx.h"
+#else
 #include "target_cpu.h"
+#endif
 
 namespace metal {
 

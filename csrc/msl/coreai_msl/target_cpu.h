@@ -1,6 +1,6 @@
 // The CPU target's primitives (sync.h lists them; sync.h includes this header
-// after the definitions it uses): barriers and SIMD-group exchanges of the CPU
-// backend.
+// after the definitions it uses): threadgroup memory, barriers, SIMD-group
+// exchanges and cooperative-tensor scopes of the CPU backend.
 //
 // Kernels that synchronise run in fiber mode (fiber_runtime.h): a SIMD-group
 // primitive publishes the lane's value and waits at a rendezvous with the
@@ -13,6 +13,7 @@
 #ifndef COREAI_MSL_TARGET_CPU_H
 #define COREAI_MSL_TARGET_CPU_H
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -21,6 +22,10 @@
 #include "cpu_abi.h"
 #include "fiber_runtime.h"
 #include "runtime.h"
+
+// `threadgroup` storage after the JIT's rewrite (source_scan.h): private to
+// the OS thread that runs the whole group, reused by the next group it runs.
+#define COREAI_THREADGROUP_STORAGE static thread_local
 
 namespace coreai::simd {
 
@@ -187,6 +192,39 @@ inline ballot_bits ballot(bool predicate, unsigned width, site at) {
   return {(votes >> first) & chunk, (v.active >> first) & chunk};
 }
 
+// One exchange whose values the caller reads lane by lane (a SIMD-group
+// matrix product on a target that computes per lane, a cooperative-tensor
+// reduction). The values stay readable until the lanes' next exchange.
+template <class T>
+struct gathered {
+  cpu::view view;
+  T own;
+  unsigned lane;
+  std::uint32_t active;
+
+  T from(unsigned source) const {
+    return is_active(active, source) ? cpu::value_of<T>(view, source) : own;
+  }
+  template <class Project>
+  auto from(unsigned source, Project project) const {
+    return project(from(source));
+  }
+};
+
+template <class T>
+inline gathered<T> gather(const T& value, site at) {
+  const cpu::view v = cpu::exchange(value, at);
+  return {v, value, v.lane, v.active};
+}
+
+// The CPU has no matrix units: simdgroup_matrix.h computes every product.
+template <class TA, class TB>
+inline constexpr bool has_matrix_units = false;
+template <class PA, class PB>
+inline bool multiply_8x8_on_matrix_units(const PA&, const PB&, float, float, float&, float&) {
+  return false;
+}
+
 }  // namespace coreai::simd
 
 namespace coreai::target {
@@ -208,6 +246,106 @@ inline void simdgroup_barrier(simd::site at) {
   (void)at;
   coreai::g_runtime->report_loop_mode_call("simdgroup_barrier");
 #endif
+}
+
+// ---- cooperative tensors (cooperative_tensor.h) -----------------------------
+
+// A thread's number among the `count` threads of an execution scope.
+struct scope_member {
+  unsigned index = 0;
+  unsigned count = 1;
+};
+
+// Heap storage that grows and copies (the standard containers' headers would
+// double the time every kernel takes to compile).
+template <class T>
+class buffer {
+ public:
+  buffer() = default;
+  buffer(const buffer& o) { assign(o.data_, o.size_); }
+  buffer& operator=(const buffer& o) {
+    if (this != &o) assign(o.data_, o.size_);
+    return *this;
+  }
+  ~buffer() { delete[] data_; }
+
+  void resize(std::size_t n) {
+    if (n <= capacity_) {
+      size_ = n;
+      return;
+    }
+    T* grown = new T[n]();
+    for (std::size_t i = 0; i < size_; ++i) grown[i] = data_[i];
+    delete[] data_;
+    data_ = grown;
+    size_ = capacity_ = n;
+  }
+  void assign(const T* from, std::size_t n) {
+    resize(n);
+    for (std::size_t i = 0; i < n; ++i) data_[i] = from[i];
+  }
+  T& operator[](std::size_t i) { return data_[i]; }
+  const T& operator[](std::size_t i) const { return data_[i]; }
+  T* data() { return data_; }
+  std::size_t size() const { return size_; }
+
+ private:
+  T* data_ = nullptr;
+  std::size_t size_ = 0, capacity_ = 0;
+};
+
+// A thread's elements of a tile of `Elements` elements: as many as the
+// scope's running threads leave it, so the storage grows at run time.
+template <class T, int Elements, int Simdgroups>
+using tile_storage = buffer<T>;
+
+// What the threads of the running threadgroup share (all of them run on one
+// OS thread, so thread_local storage is the group's).
+struct group_shared {
+  const void* stacks[1024] = {};  // at most 1024 threads in a threadgroup
+  unsigned stack_count = 0;
+  buffer<unsigned char> scratch;
+};
+inline thread_local group_shared g_shared;
+
+// Scratch memory of at least `Bytes` bytes that the threadgroup's threads
+// share. Every thread of the scope calls it between the same two barriers.
+template <std::size_t Bytes>
+inline unsigned char* group_scratch() {
+  if (g_shared.scratch.size() < Bytes) g_shared.scratch.resize(Bytes);
+  return g_shared.scratch.data();
+}
+
+// The caller's number in a scope of `Simdgroups` SIMD-groups (0: the thread
+// alone, 1: its SIMD-group, more: the threadgroup) among the scope's running
+// threads. A scope of several SIMD-groups numbers every running thread of the
+// threadgroup: each publishes where its stack is, then ranks itself among the
+// published addresses (each fiber has a stack of its own, so the numbering is
+// the same at every call). The list is emptied after a third barrier: nobody
+// publishes again before every thread has passed it, because publishing needs
+// the first barrier, which needs every thread.
+template <int Simdgroups>
+inline scope_member join_scope() {
+  if constexpr (Simdgroups == 0) {
+    return {0, 1};
+  } else if constexpr (Simdgroups == 1) {
+    const coreai::simd::lanes_state s = coreai::simd::meet(coreai::simd::site::here());
+    const std::uint32_t below = s.active & ((std::uint32_t{1} << s.lane) - 1u);
+    return {static_cast<unsigned>(__builtin_popcount(below)),
+            static_cast<unsigned>(__builtin_popcount(s.active))};
+  } else {
+    const auto here = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+    threadgroup_barrier();
+    g_shared.stacks[g_shared.stack_count++] = __builtin_frame_address(0);
+    threadgroup_barrier();
+    scope_member me{0, g_shared.stack_count};
+    for (unsigned i = 0; i < g_shared.stack_count; ++i) {
+      me.index += reinterpret_cast<std::uintptr_t>(g_shared.stacks[i]) < here;
+    }
+    threadgroup_barrier();
+    g_shared.stack_count = 0;
+    return me;
+  }
 }
 
 }  // namespace coreai::target

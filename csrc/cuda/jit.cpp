@@ -1,0 +1,480 @@
+#include "cuda/jit.h"
+
+#include <sys/stat.h>
+
+#include <c10/util/Exception.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "cpu/compiler.h"
+#include "cpu/disk_cache.h"
+#include "cpu/jit.h"
+#include "cpu/sha256.h"
+#include "cpu/source_scan.h"
+#include "cpu/subprocess.h"
+#include "launch_args.h"
+#include "cuda/ptx_fixup.h"
+#include "cuda/toolchain.h"
+#include "msl/coreai_msl/cuda_abi.h"
+
+namespace coreai_torch::cuda {
+namespace {
+
+std::atomic<int64_t> g_compiles{0};
+std::atomic<int64_t> g_disk_hits{0};
+std::atomic<int64_t> g_loaded{0};
+
+bool is_file(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// Renames `from` to `to`; false (and `from` removed) if that fails.
+bool publish(const std::string& from, const std::string& to) {
+  if (std::rename(from.c_str(), to.c_str()) == 0) return true;
+  std::remove(from.c_str());
+  return false;
+}
+
+// Seals `path` (a private temporary) and publishes it as the cache file `to`;
+// a failure only costs a later process a compile.
+void store(const std::string& path, const std::string& to) {
+  std::string error;
+  if (!cpu::seal_cache_file(path, cpu::StackNeeds{}, error) || !publish(path, to)) {
+    std::remove(path.c_str());
+    return;
+  }
+  cpu::note_cache_file_in_use(to);
+}
+
+// The intact artifact at `path`, or nullopt when it must be built again
+// (missing, truncated or damaged).
+std::optional<std::string> cached(const std::string& path) {
+  if (!is_file(path)) return std::nullopt;
+  std::string why;  // not shown: a damaged file is simply built again
+  std::optional<std::string> payload = cpu::read_sealed_file(path, why);
+  if (!payload || payload->empty()) return std::nullopt;
+  cpu::note_cache_file_in_use(path);
+  ++g_disk_hits;
+  return payload;
+}
+
+std::string compile_error(const KernelRecord& record, const std::string& what) {
+  return std::string(kCompileErrorMarker) + "kernel '" + record.name + "' (entry " +
+         record.entry + ") does not compile for the CUDA backend:\n" + what;
+}
+
+// The rendering declares `[[kernel]] void <entry>(` (contract.py), which the
+// source passes leave alone (and whose parameters they leave plain pointers).
+// On the GPU that function becomes a static device function, called by the
+// generated __global__ entry below and inlined there.
+std::string as_device_function(const KernelRecord& record, std::string source) {
+  static constexpr std::string_view kKernel = "[[kernel]]";
+  const std::string declaration = std::string(kKernel) + " void " + record.entry + "(";
+  const size_t at = source.find(declaration);
+  TORCH_CHECK(at != std::string::npos, "kernel '", record.name,
+              "': the registered source does not declare `", declaration,
+              "`; register sources rendered by TorchMetalKernel.registration()");
+  source.replace(at, kKernel.size(), "static");
+  return source;
+}
+
+// The __global__ function: binds the launcher's arguments to the kernel's
+// parameters, places the thread (target_nvptx.h) and calls the kernel.
+// Tensors arrive as pointers (0-d tensors too: their `constant T&` is bound to
+// the element in GPU memory), scalars by value, the metadata (the record's
+// layout) as an array parameter, then the dispatch geometry.
+std::string entry_shim(const KernelRecord& record, bool bounded) {
+  const size_t buffers = record.inputs.size() + record.results.size();
+  const size_t meta = buffers;  // index of the metadata parameter
+  std::ostringstream s;
+  s << "using coreai_entry_type = decltype(&metal::" << record.entry << ");\n"
+    << "template <std::size_t I>\n"
+    << "using coreai_param = coreai::param_t<coreai_entry_type, I>;\n"
+    << "struct coreai_meta_block {\n"
+    << "  std::remove_cv_t<std::remove_pointer_t<coreai_param<" << meta << ">>> values["
+    << record.layout.length << "];\n"
+    << "};\n"
+    << "extern \"C\" __attribute__((global))"
+    << (bounded ? " __attribute__((launch_bounds(" + std::to_string(kMaxThreadsPerThreadgroup) +
+                      ")))"
+                : std::string())
+    << " void COREAI_CUDA_KERNEL(";
+  std::ostringstream call;
+  for (size_t i = 0; i < buffers; ++i) {
+    const std::string b = "b" + std::to_string(i);
+    const bool scalar = i < record.inputs.size() && record.inputs[i].kind != ArgKind::Tensor;
+    if (scalar) {
+      s << "std::remove_cvref_t<coreai_param<" << i << ">> " << b << ", ";
+      call << b << ", ";
+    } else {
+      s << "void* " << b << ", ";
+      call << "coreai::bind_arg<coreai_param<" << i << ">>(" << b << "), ";
+    }
+  }
+  s << "const coreai_meta_block meta, const coreai_cuda_dispatch dispatch) {\n"
+    << "  coreai_cpu_group g;\n"
+    << "  coreai_cpu_thread t;\n"
+    << "  if (!coreai::target::locate(dispatch, g, t)) return;\n"
+    << "  metal::" << record.entry << "(" << call.str() << "meta.values";
+  for (const std::string& attr : record.thread_attrs) s << ", coreai::attr_" << attr << "(g, t)";
+  s << ");\n}\n";
+  return s.str();
+}
+
+std::string key_of(const Toolchain& tc, const std::vector<std::string>& flags,
+                   const std::string& what, const std::string& text) {
+  cpu::Sha256 sha;
+  sha.update("coreai_torch cuda " + what + "\n")
+      .update("abi " + std::to_string(COREAI_CUDA_ABI_VERSION) + "\n")
+      .update(tc.clang_identity)
+      .update("\n")
+      .update(tc.libdevice_identity)
+      .update("\n");
+  for (const std::string& flag : flags) sha.update(flag).update("\n");
+  sha.update(cpu::headers_digest(cpu::msl_directory())).update("\n").update(text);
+  return sha.hex_digest();
+}
+
+// The prelude (coreai_msl.h) precompiled for these flags: parsing it is most
+// of a kernel's compile time. Built once per compiler, flags and headers, and
+// kept in the cache directory (not sealed: clang reads it itself and refuses
+// one that is damaged or whose inputs changed since, a system header updated,
+// say; `rebuild` then makes a new one).
+std::string prelude_pch(const KernelRecord& record, const Toolchain& tc,
+                        const std::vector<std::string>& flags, bool rebuild) {
+  const std::string dir = cpu::cache_directory();
+  const std::string path = dir + "/" + key_of(tc, flags, "prelude", "") + ".pch";
+  if (is_file(path) && !rebuild) {
+    cpu::note_cache_file_in_use(path);
+    return path;
+  }
+  const std::string tmp = dir + "/.tmp-prelude-" + cpu::unique_suffix() + ".pch";
+  std::vector<std::string> argv{tc.clang};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(),
+              {"-Xclang", "-emit-pch", "-o", tmp, cpu::msl_directory() + "/coreai_msl.h"});
+  const cpu::ProcessResult result = cpu::run_process(argv, cpu::compiler_limits());
+  if (!result.started || result.exit_code != 0) {
+    std::remove(tmp.c_str());
+    // The headers are ours: an error in them is no fault of the kernel's.
+    cpu::throw_compile_failure(result, record.name, tc.clang, [&] {
+      return "kernel '" + record.name + "': " + tc.clang +
+             " cannot compile the Metal headers for the GPU (clang 15 or newer with the "
+             "NVPTX target is needed; Debian's and LLVM's clang packages have it):\n" +
+             result.output;
+    });
+  }
+  chmod(tmp.c_str(), 0600);
+  TORCH_CHECK(publish(tmp, path), "kernel '", record.name,
+              "': cannot store the precompiled Metal headers in ", dir, ": ",
+              std::strerror(errno));
+  cpu::note_cache_file_in_use(path);
+  return path;
+}
+
+// clang's complaint about a precompiled header it cannot use (missing,
+// damaged, or made from other inputs).
+bool mentions_unusable_pch(const std::string& output) {
+  return output.find("precompiled header") != std::string::npos ||
+         output.find("PCH file") != std::string::npos;
+}
+
+cpu::ProcessResult run_clang(const Toolchain& tc, const std::vector<std::string>& flags,
+                             const std::string& pch, const std::string& source,
+                             const std::string& output) {
+  std::vector<std::string> argv{tc.clang};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(), {"-include-pch", pch, "-o", output, source});
+  ++g_compiles;
+  return cpu::run_process(argv, cpu::compiler_limits());
+}
+
+// What compiling a record to PTX takes, and the disk cache key of its PTX.
+struct PtxJob {
+  const Toolchain* toolchain;
+  std::vector<std::string> flags;
+  std::string tu;
+  std::string key;
+};
+
+PtxJob ptx_job(const KernelRecord& record, const std::string& arch, bool bounded) {
+  TORCH_CHECK((record.options & kOptionDebug) == 0, "kernel '", record.name,
+              "': debug mode (bounds checks and the unwritten-result report) is a feature of the "
+              "CPU backend; run the kernel on CPU tensors to debug it, or set debug = False to "
+              "run it on CUDA");
+  PtxJob job;
+  job.toolchain = &toolchain(record.name);
+  const bool fast_math = (record.options & kOptionFastMath) != 0;
+  job.flags = device_compile_flags(*job.toolchain, arch, fast_math, cpu::msl_directory());
+  job.tu = translation_unit(record, bounded);
+  job.key = key_of(*job.toolchain, job.flags, "kernel", job.tu);
+  return job;
+}
+
+// Fixes `ptx`'s half and bfloat globals (ptx_fixup.h) from the LLVM IR of the
+// same translation unit `cu`; an error if one cannot be fixed.
+void repair_16bit_globals(const KernelRecord& record, const PtxJob& job, std::string& ptx,
+                          const std::string& cu, const std::string& ll) {
+  std::vector<std::string> flags = job.flags;
+  flags.push_back("-emit-llvm");
+  const cpu::ProcessResult result =
+      run_clang(*job.toolchain, flags, prelude_pch(record, *job.toolchain, job.flags, false), cu,
+                ll);
+  std::ifstream in(ll, std::ios::binary);
+  std::ostringstream ir;
+  ir << in.rdbuf();
+  std::remove(ll.c_str());
+  const std::string missing =
+      result.started && result.exit_code == 0 ? fix_16bit_globals(ptx, ir.str()) : "every one";
+  TORCH_CHECK(missing.empty(), "kernel '", record.name,
+              "': the CUDA backend cannot give the half/bfloat constants ", missing,
+              " their values on the GPU (clang's NVPTX backend misprints them). Make them "
+              "local variables of the kernel, or run the kernel on CPU tensors.");
+}
+
+// The PTX of `job`, from the disk cache or compiled by clang.
+std::string compile(const KernelRecord& record, const PtxJob& job) {
+  const Toolchain& tc = *job.toolchain;
+  const std::string dir = cpu::cache_directory();
+  cpu::cache_limit_bytes();  // a bad COREAI_TORCH_CACHE_MAX_BYTES is refused before compiling
+  const std::string ptx_path = dir + "/" + job.key + ".ptx";
+  if (std::optional<std::string> ptx = cached(ptx_path)) return std::move(*ptx);
+  // Compiled under private temporary names, then sealed and renamed: a
+  // concurrent process compiling the same kernel renames an identical file
+  // over it, and nobody reads a half-written one.
+  const std::string stem = dir + "/.tmp-" + job.key.substr(0, 16) + "-" + cpu::unique_suffix();
+  const std::string tmp_cu = stem + ".cu";
+  const std::string tmp_ptx = stem + ".ptx";
+  cpu::write_private_file(tmp_cu, job.tu);
+  cpu::ProcessResult result =
+      run_clang(tc, job.flags, prelude_pch(record, tc, job.flags, false), tmp_cu, tmp_ptx);
+  if (result.started && result.exit_code != 0 && mentions_unusable_pch(result.output)) {
+    result = run_clang(tc, job.flags, prelude_pch(record, tc, job.flags, true), tmp_cu, tmp_ptx);
+  }
+  if (!result.started || result.exit_code != 0) {
+    std::remove(tmp_cu.c_str());
+    std::remove(tmp_ptx.c_str());
+    cpu::throw_compile_failure(result, record.name, tc.clang,
+                               [&] { return compile_error(record, result.output); });
+  }
+  chmod(tmp_ptx.c_str(), 0600);
+  std::ifstream in(tmp_ptx, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string ptx = text.str();
+  TORCH_CHECK(!ptx.empty(), "kernel '", record.name, "': clang wrote no PTX to ", tmp_ptx);
+  if (!misprinted_16bit_globals(ptx).empty()) {
+    try {
+      repair_16bit_globals(record, job, ptx, tmp_cu, stem + ".ll");
+    } catch (...) {
+      std::remove(tmp_cu.c_str());
+      std::remove(tmp_ptx.c_str());
+      throw;
+    }
+    std::ofstream(tmp_ptx, std::ios::binary | std::ios::trunc) << ptx;
+  }
+  store(tmp_ptx, ptx_path);
+  // The translation unit is kept beside the PTX, to read what was compiled.
+  if (!publish(tmp_cu, dir + "/" + job.key + ".cu")) std::remove(tmp_cu.c_str());
+  cpu::evict_least_recently_used(dir);
+  return ptx;
+}
+
+int device_attribute(CUdevice device, int attribute) {
+  int value = 0;
+  check(driver().cuDeviceGetAttribute(&value, attribute, device), "cuDeviceGetAttribute");
+  return value;
+}
+
+int function_attribute(CUfunction f, int attribute) {
+  int value = 0;
+  check(driver().cuFuncGetAttribute(&value, attribute, f), "cuFuncGetAttribute");
+  return value;
+}
+
+// Machine code for the current context's GPU, by the driver's PTX compiler.
+// A failure here is the kernel's (too much threadgroup memory, say).
+std::string link_ptx(const KernelRecord& record, const std::string& ptx) {
+  const Driver& d = driver();
+  std::vector<char> error_log(16384, '\0');
+  int options[] = {kJitErrorLogBuffer, kJitErrorLogBufferSizeBytes};
+  void* values[] = {error_log.data(), reinterpret_cast<void*>(error_log.size())};
+  CUlinkState state = nullptr;
+  check(d.cuLinkCreate(2, options, values, &state), "cuLinkCreate");
+  std::string image;
+  CUresult r = d.cuLinkAddData(state, kJitInputPtx, const_cast<char*>(ptx.c_str()),
+                               ptx.size() + 1, record.entry.c_str(), 0, nullptr, nullptr);
+  if (r == kCudaSuccess) {
+    void* cubin = nullptr;
+    size_t size = 0;
+    r = d.cuLinkComplete(state, &cubin, &size);
+    if (r == kCudaSuccess) image.assign(static_cast<const char*>(cubin), size);
+  }
+  d.cuLinkDestroy(state);
+  TORCH_CHECK(r == kCudaSuccess,
+              compile_error(record, "the driver's PTX compiler failed (" + describe(r) + "):\n" +
+                                        std::string(error_log.data())));
+  return image;
+}
+
+LoadedKernel load(const KernelRecord& record, int device, bool bounded) {
+  const Driver& d = driver();
+  CUdevice dev = 0;
+  check(d.cuDeviceGet(&dev, device), "cuDeviceGet");
+  const int major = device_attribute(dev, kDeviceAttributeComputeCapabilityMajor);
+  const int minor = device_attribute(dev, kDeviceAttributeComputeCapabilityMinor);
+  const std::string arch = gpu_arch(major, minor);
+
+  // Machine code is cached per PTX, GPU and driver (whose compiler made it):
+  // a warm process reads it without compiling, or even reading, the PTX.
+  const PtxJob job = ptx_job(record, arch, bounded);
+  const std::string dir = cpu::cache_directory();
+  const std::string cubin_path =
+      dir + "/" +
+      cpu::sha256_hex("coreai_torch cuda machine code\n" + job.key + "\nsm_" +
+                      std::to_string(major) + std::to_string(minor) + "\ndriver " +
+                      std::to_string(d.version)) +
+      ".cubin";
+  LoadedKernel k;
+  if (std::optional<std::string> cubin = cached(cubin_path)) {
+    if (d.cuModuleLoadData(&k.module, cubin->data()) != kCudaSuccess) k.module = nullptr;
+  }
+  if (k.module == nullptr) {
+    const std::string image = link_ptx(record, compile(record, job));
+    const std::string tmp = dir + "/.tmp-" + cpu::unique_suffix() + ".cubin";
+    cpu::write_private_file(tmp, image);
+    store(tmp, cubin_path);
+    check(d.cuModuleLoadData(&k.module, image.data()), "cuModuleLoadData");
+  }
+  ++g_loaded;
+  const CUresult found = d.cuModuleGetFunction(&k.function, k.module, COREAI_CUDA_KERNEL_NAME);
+  if (found != kCudaSuccess) {
+    d.cuModuleUnload(k.module);
+    --g_loaded;
+    check(found, "cuModuleGetFunction");
+  }
+  k.max_threads = function_attribute(k.function, kFuncAttributeMaxThreadsPerBlock);
+  return k;
+}
+
+}  // namespace
+
+KernelModule::~KernelModule() {
+  // The record is gone and no launch uses it (each holds the record). Its
+  // modules are unloaded in their contexts; a driver already shut down (the
+  // process exiting) has unloaded them itself.
+  if (modules_.empty()) return;
+  const Driver& d = driver();
+  CUcontext previous = nullptr;
+  d.cuCtxGetCurrent(&previous);
+  for (const auto& [device, module] : modules_) {
+    try {
+      make_primary_context_current(device);
+      d.cuModuleUnload(module);
+    } catch (const c10::Error&) {
+    }
+    --g_loaded;
+  }
+  d.cuCtxSetCurrent(previous);
+}
+
+KernelModule::OnDevice& KernelModule::on(int device) const {
+  TORCH_CHECK(device >= 0 && device < kMaxDevices, "coreai_torch CUDA backend: no device ",
+              device);
+  OnDevice* found = devices_[device].load(std::memory_order_acquire);
+  if (found != nullptr) return *found;
+  owned_.push_back(std::make_unique<OnDevice>());  // under mutex_ (callers hold it)
+  devices_[device].store(owned_.back().get(), std::memory_order_release);
+  return *owned_.back();
+}
+
+bool KernelModule::loaded_on(int device) const {
+  if (device < 0 || device >= kMaxDevices) return false;
+  const OnDevice* d = devices_[device].load(std::memory_order_acquire);
+  return d != nullptr && d->free.load(std::memory_order_acquire) != nullptr;
+}
+
+const LoadedKernel& KernelModule::kernel(const KernelRecord& record, int device,
+                                         uint32_t group_threads) const {
+  if (device >= 0 && device < kMaxDevices) {
+    const OnDevice* d = devices_[device].load(std::memory_order_acquire);
+    const LoadedKernel* free = d != nullptr ? d->free.load(std::memory_order_acquire) : nullptr;
+    if (free != nullptr && group_threads <= static_cast<uint32_t>(free->max_threads)) {
+      return *free;
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  OnDevice& d = on(device);
+  TORCH_CHECK(d.error.empty(), d.error);
+  // A compile failure for this GPU is remembered; a missing driver or a full
+  // disk is raised as it is, and the next launch tries again.
+  auto load_form = [&](bool bounded, LoadedKernel& into) {
+    try {
+      into = load(record, device, bounded);
+      modules_.emplace_back(device, into.module);
+    } catch (const c10::Error& e) {
+      if (is_compile_error(e.msg())) d.error = e.msg();
+      throw;
+    }
+  };
+  if (d.free.load(std::memory_order_relaxed) == nullptr) {
+    load_form(false, d.free_kernel);
+    d.free.store(&d.free_kernel, std::memory_order_release);
+  }
+  if (group_threads <= static_cast<uint32_t>(d.free_kernel.max_threads)) return d.free_kernel;
+  if (d.bounded_kernel.function == nullptr) load_form(true, d.bounded_kernel);
+  const LoadedKernel& bounded = d.bounded_kernel;
+  TORCH_CHECK(group_threads <= static_cast<uint32_t>(bounded.max_threads), "kernel '",
+              record.name, "': threads_per_thread_group has ", group_threads,
+              " threads, but compiled for this GPU the kernel runs at most ", bounded.max_threads,
+              " threads per threadgroup (it uses ",
+              function_attribute(bounded.function, kFuncAttributeNumRegs),
+              " registers per thread and ",
+              function_attribute(bounded.function, kFuncAttributeSharedSizeBytes),
+              " bytes of threadgroup memory); use smaller threadgroups");
+  return bounded;
+}
+
+const KernelModule& kernel_module(const KernelRecord& record, int device) {
+  return record.artifacts.cuda.get(
+      [&] {
+        auto module = std::make_shared<KernelModule>();
+        module->kernel(record, device, 1);  // compiles and loads it on this GPU
+        return std::shared_ptr<const KernelModule>(std::move(module));
+      },
+      // Only a compile failure is final; a missing compiler may be installed
+      // and a full disk emptied while the process runs.
+      is_compile_error);
+}
+
+std::string translation_unit(const KernelRecord& record, bool bounded) {
+  std::string tu;
+  tu += "// coreai_torch CUDA backend: kernel entry " + record.entry + "\n";
+  tu += "#include <coreai_msl.h>\n";
+  tu += "#pragma clang force_cuda_host_device begin\n";
+  tu += "namespace metal {\n";
+  tu += "#line 1 \"kernel_rendering\"\n";
+  tu += as_device_function(record, cpu::metal_to_cpp(record.source));
+  tu += "\n}  // namespace metal\n";
+  tu += "#pragma clang force_cuda_host_device end\n";
+  tu += "#line 1 \"coreai_entry_shim\"\n";
+  tu += entry_shim(record, bounded);
+  return tu;
+}
+
+std::string ptx_for(const KernelRecord& record, const std::string& arch, bool bounded) {
+  return compile(record, ptx_job(record, arch, bounded));
+}
+
+bool loaded_on(const KernelModule& module, int device) { return module.loaded_on(device); }
+
+int64_t compile_count() { return g_compiles.load(); }
+int64_t disk_cache_hits() { return g_disk_hits.load(); }
+int64_t loaded_modules() { return g_loaded.load(); }
+
+}  // namespace coreai_torch::cuda

@@ -1,0 +1,629 @@
+"""The CUDA backend: what it compiles (no GPU needed) and what it runs (on a CUDA GPU).
+
+The GPU tests compare every result with the CPU backend, which defines Metal's
+semantics for this project, and with hand-computed values; they skip without a
+GPU. The eager test suite itself also runs on the GPU in device mode
+(tests/support/kernel_testing.py, docs/cuda.md).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+from support.child_process import child_env, run
+from support.cuda_tools import requires_gpu
+
+from coreai_torch import _C, MetalCompileError, MetalParameter, TorchMetalKernel
+
+GID = MetalParameter("id", "uint", "thread_position_in_grid")
+
+
+def _same(x: torch.Tensor) -> torch.Tensor:
+    return x.clone()
+
+
+def _warp_sums(x: torch.Tensor) -> torch.Tensor:
+    return x.reshape(-1, 32).sum(1)
+
+
+def _attribute_rows(x: torch.Tensor) -> torch.Tensor:
+    return torch.zeros(x.numel(), 20, dtype=torch.int32)
+
+
+def _group_sums(x: torch.Tensor) -> torch.Tensor:
+    return torch.stack([c.sum() for c in x.split(256)])
+
+
+def _positions(x: torch.Tensor) -> torch.Tensor:
+    return torch.arange(1, x.numel() + 1, dtype=torch.int32)
+
+
+def _spin(x: torch.Tensor, n: int) -> torch.Tensor:
+    return x.clone()
+
+
+def _triple(x: torch.Tensor) -> torch.Tensor:
+    return 3 * x
+
+
+def _scaled(a: torch.Tensor, s: torch.Tensor, scale: float, flip: bool) -> torch.Tensor:
+    return (-1 if flip else 1) * (a * scale + s)
+
+
+def _register(kernel: TorchMetalKernel, *inputs, result_ranks=(1,), dtypes=(torch.float32,)):
+    spec = kernel.specialization(inputs, list(result_ranks), list(dtypes))
+    return torch.ops.coreai_torch.register_kernel.default(*kernel.registration(spec))
+
+
+# ---- compiling for the GPU (CI: no GPU needed) ----------------------------------------
+
+tiled_sum = TorchMetalKernel(
+    "cuda_tiled_sum",
+    ["x"],
+    ["out"],
+    src="""
+        threadgroup float tile[64];
+        tile[lid] = gid < x.get_extent(0) ? x[gid] : 0.0f;
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        float s = simd_sum(tile[lid]);
+        if (lid % 32 == 0) out[gid / 32] = s;
+    """,
+    torch_defn=_warp_sums,
+    metal_params=[
+        MetalParameter("gid", "uint", "thread_position_in_grid"),
+        MetalParameter("lid", "uint", "thread_index_in_threadgroup"),
+    ],
+)
+
+
+def test_the_gpu_compiles_the_same_rendering_with_threadgroup_memory_as_shared_memory() -> None:
+    handle = _register(tiled_sum, torch.zeros(64))
+    tu = torch.ops.coreai_torch.cuda_translation_unit(handle)
+    assert "#include <coreai_msl.h>" in tu  # the CPU backend's prelude and headers
+    assert "COREAI_THREADGROUP_STORAGE float coreai_threadgroup_tile[64];" in tu
+    assert "static void cuda_tiled_sum_" in tu and "[[kernel]]" not in tu
+    assert "values[4]" in tu  # the metadata: extent and stride of x and out
+    ptx = _C._cuda_ptx(handle, "sm_90")
+    assert ".shared .align 4 .b8" in ptx and "coreai_threadgroup_tile[256]" in ptx  # per block
+    assert "barrier.sync" in ptx
+    assert "shfl.sync.bfly.b32" in ptx  # simd_sum: the butterfly of warp shuffles
+    assert "activemask.b32" in ptx  # over the active lanes
+    assert ".target sm_90" in ptx
+
+
+def _alternate_fill(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    even = torch.arange(x.numel(), device=x.device) % 2 == 0
+    return x.masked_fill(even, -2.5), y.masked_fill(even, -2.5)
+
+
+# A half and a bfloat constant that the kernel takes by reference, so that
+# they live in GPU memory (as MLX's sort keeps its NaN padding key).
+narrow_constants = TorchMetalKernel(
+    "cuda_narrow_constants",
+    ["x", "y"],
+    ["a", "b"],
+    src="""
+        a[id] = pick(x[id], id % 2 == 0, Fill<half>::v);
+        b[id] = pick(y[id], id % 2 == 0, Fill<bfloat>::v);
+    """,
+    helper_src="""
+        template <typename T> struct Fill { static constexpr constant T v = T(-2.5f); };
+        template <typename T>
+        __attribute__((noinline)) T pick(T keep, bool fill, const constant T& value) {
+          return fill ? value : keep;
+        }
+    """,
+    torch_defn=_alternate_fill,
+    metal_params=[GID],
+)
+NARROW_INPUTS = (torch.ones(8, dtype=torch.float16), torch.ones(8, dtype=torch.bfloat16))
+NARROW_CALL = {
+    "threads_per_grid": (8, 1, 1),
+    "threads_per_thread_group": (8, 1, 1),
+    "result_shapes": [[8], [8]],
+}
+
+
+def test_half_and_bfloat_constants_in_gpu_memory_keep_their_values() -> None:
+    spec = narrow_constants.specialization(NARROW_INPUTS, [1, 1], [torch.half, torch.bfloat16])
+    handle = torch.ops.coreai_torch.register_kernel.default(*narrow_constants.registration(spec))
+    ptx = _C._cuda_ptx(handle, "sm_90")
+    # clang 19 spells these as 64-bit float literals, which ptxas reads as 0;
+    # the backend writes the 16-bit patterns of -2.5 from the LLVM IR instead.
+    assert ".b16 _ZN5metal4FillIDF16_E1vE = 0xC100;" in ptx  # half
+    assert ".b16 _ZN5metal4FillIDF16bE1vE = 0xC020;" in ptx  # bfloat
+
+
+@requires_gpu
+def test_half_and_bfloat_constants_on_the_gpu() -> None:
+    got = narrow_constants(*(t.cuda() for t in NARROW_INPUTS), **NARROW_CALL)
+    for g, want in zip(got, _alternate_fill(*NARROW_INPUTS)):
+        torch.testing.assert_close(g.cpu(), want, rtol=0, atol=0)
+
+
+def test_compile_errors_point_at_the_users_lines() -> None:
+    broken = TorchMetalKernel(
+        "cuda_broken",
+        ["x"],
+        ["out"],
+        src="float v = x[id];\nout[id] = v + undeclared_name;",
+        torch_defn=_same,
+        metal_params=[GID],
+    )
+    handle = _register(broken, torch.zeros(4))
+    with pytest.raises(RuntimeError, match="MetalCompileError") as info:
+        _C._cuda_ptx(handle, "sm_90")
+    message = str(info.value)
+    assert "does not compile for the CUDA backend" in message
+    assert "src:2:" in message and "undeclared_name" in message
+
+
+def test_a_missing_libdevice_is_named_with_what_to_install(tmp_path) -> None:
+    code = textwrap.dedent(
+        """
+        import torch
+        from coreai_torch import TorchMetalKernel, MetalParameter, _C
+        def same(x: torch.Tensor) -> torch.Tensor:
+            return x.clone()
+        k = TorchMetalKernel("cuda_no_libdevice", ["x"], ["out"], src="out[id] = x[id];",
+                             torch_defn=same,
+                             metal_params=[MetalParameter("id", "uint", "thread_position_in_grid")])
+        x = torch.zeros(4)
+        spec = k.specialization([x], [1], [torch.float32])
+        h = torch.ops.coreai_torch.register_kernel.default(*k.registration(spec))
+        _C._cuda_ptx(h, "sm_90")
+        """
+    )
+    env = {**os.environ, "COREAI_TORCH_LIBDEVICE": str(tmp_path / "nowhere.bc")}
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert p.returncode != 0
+    assert "libdevice.10.bc" in p.stderr and "nowhere.bc" in p.stderr
+    assert "pip install nvidia-nvvm" in p.stderr
+
+
+def test_ptx_is_cached_on_disk_across_processes(tmp_path) -> None:
+    code = textwrap.dedent(
+        """
+        import torch
+        from coreai_torch import TorchMetalKernel, MetalParameter, _C
+        def double(x: torch.Tensor) -> torch.Tensor:
+            return 2 * x
+        k = TorchMetalKernel("cuda_cached", ["x"], ["out"], src="out[id] = 2 * x[id];",
+                             torch_defn=double,
+                             metal_params=[MetalParameter("id", "uint", "thread_position_in_grid")])
+        x = torch.zeros(4)
+        spec = k.specialization([x], [1], [torch.float32])
+        h = torch.ops.coreai_torch.register_kernel.default(*k.registration(spec))
+        _C._cuda_ptx(h, "sm_90")
+        _C._cuda_ptx(h, "sm_90")
+        ops = torch.ops.coreai_torch
+        print(ops.cuda_compile_count(), ops.cuda_disk_cache_hits())
+        """
+    )
+    env = {**os.environ, "COREAI_TORCH_CACHE_DIR": str(tmp_path)}
+    runs = [
+        subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        for _ in range(2)
+    ]
+    assert [r.returncode for r in runs] == [0, 0], runs[0].stderr + runs[1].stderr
+    # First process: one compile, then the in-process... second call reads the disk.
+    assert runs[0].stdout.split() == ["1", "1"]
+    assert runs[1].stdout.split() == ["0", "2"]
+    cached = sorted(p.suffix for p in tmp_path.iterdir() if p.stem and not p.name.startswith("."))
+    assert ".ptx" in cached and ".pch" in cached
+    assert all(oct(p.stat().st_mode & 0o777) == "0o600" for p in tmp_path.glob("*.ptx"))
+
+
+# Compiles kernel `tag` (one kernel per tag) to PTX and prints clang runs and disk hits.
+PTX_OF_TAGS = """
+import torch
+from coreai_torch import _C
+from support.cpu_launch import Tensor, registration
+for tag in {tags!r}:
+    args = registration("cached_ptx", [Tensor("x")], [Tensor("out")],
+                        f"// {{tag}}\\nout[id] = x[id] * 2.0f;",
+                        [("id", "uint", "thread_position_in_grid")])
+    handle = torch.ops.coreai_torch.register_kernel.default(*args)
+    assert ".entry coreai_cuda_kernel" in _C._cuda_ptx(handle, "sm_90")
+ops = torch.ops.coreai_torch
+print(ops.cuda_compile_count(), ops.cuda_disk_cache_hits())
+"""
+
+
+def _ptx_of(cache, *tags: str, **env: str) -> tuple[int, int]:
+    out = run(PTX_OF_TAGS.format(tags=list(tags)), child_env(cache, **env))
+    compiles, hits = out.split()
+    return int(compiles), int(hits)
+
+
+def _ptx_by_tag(cache) -> dict:
+    return {
+        p.with_suffix(".cu").read_text().split('#line 1 "src"\n', 1)[1].split("\n", 1)[0][3:]: p
+        for p in cache.glob("*.ptx")
+    }
+
+
+def test_damaged_cached_ptx_is_compiled_again(tmp_path) -> None:
+    cache = tmp_path / "cache"
+    assert _ptx_of(cache, "k1") == (1, 0)
+    (ptx,) = cache.glob("*.ptx")
+    sealed = ptx.read_bytes()
+    assert b"coreai-kernel-v1" in sealed[-128:]  # sealed like a CPU library (disk_cache.h)
+    ptx.write_bytes(sealed[: len(sealed) // 2])  # truncated
+    assert _ptx_of(cache, "k1") == (1, 0)
+    assert ptx.read_bytes() == sealed
+    assert _ptx_of(cache, "k1") == (0, 1)
+
+
+def test_ptx_counts_against_the_cache_limit_least_recently_used_first(tmp_path) -> None:
+    cache = tmp_path / "cache"
+    assert _ptx_of(cache, "k1", "k2") == (2, 0)
+    entries = _ptx_by_tag(cache)
+    for age, tag in ((300, "k1"), (200, "k2")):
+        stamp = time.time() - age
+        os.utime(entries[tag], (stamp, stamp))
+    total = sum(p.stat().st_size for p in cache.iterdir() if not p.name.startswith("."))
+    one = entries["k1"].stat().st_size + entries["k1"].with_suffix(".cu").stat().st_size
+    # Room for all but one entry once k3 is added: k1, the oldest, goes (with its
+    # kept source); the precompiled headers this process used stay.
+    limit = total + one // 2
+    assert _ptx_of(cache, "k3", COREAI_TORCH_CACHE_MAX_BYTES=str(limit)) == (1, 0)
+    assert sorted(_ptx_by_tag(cache)) == ["k2", "k3"]
+    assert not entries["k1"].with_suffix(".cu").exists()
+    assert list(cache.glob("*.pch"))
+
+
+def _product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return a.float() @ b.float()
+
+
+def _half_product(ab: str, cd: str) -> TorchMetalKernel:
+    return TorchMetalKernel(
+        f"cuda_mma_{ab}_{cd}",
+        ["a", "b"],
+        ["d"],
+        src=f"""
+            simdgroup_matrix<{ab}, 8, 8> ma, mb;
+            simdgroup_matrix<{cd}, 8, 8> md = make_filled_simdgroup_matrix<{cd}, 8, 8>(0);
+            simdgroup_load(ma, &a[0, 0]);
+            simdgroup_load(mb, &b[0, 0]);
+            simdgroup_multiply_accumulate(md, ma, mb, md);
+            simdgroup_store(md, &d[0, 0]);
+        """,
+        torch_defn=_product,
+        metal_params=[GID],
+    )
+
+
+@pytest.mark.parametrize(
+    ("ab", "cd", "units"),
+    [("half", "float", True), ("bfloat", "float", True), ("float", "float", False)],
+)
+def test_simdgroup_products_use_the_tensor_cores_for_half_and_bfloat(ab, cd, units) -> None:
+    dtype = {"half": torch.float16, "bfloat": torch.bfloat16, "float": torch.float32}[ab]
+    kernel = _half_product(ab, cd)
+    x = torch.zeros(8, 8, dtype=dtype)
+    spec = kernel.specialization([x, x], [2], [torch.float32])
+    handle = torch.ops.coreai_torch.register_kernel.default(*kernel.registration(spec))
+    ptx = _C._cuda_ptx(handle, "sm_90")
+    torch.ops.coreai_torch.release_kernel.default(handle)
+    assert ("mma.sync.aligned.m16n8k8.row.col.f32" in ptx) == units
+    assert ("movmatrix.sync.aligned.m8n8.trans.b16" in ptx) == units
+    assert "shfl.sync.idx.b32" in ptx  # the generic path, for partial SIMD-groups too
+
+
+# ---- running on the GPU --------------------------------------------------------------
+
+ATTRIBUTES = [
+    ("gid", "uint3", "thread_position_in_grid"),
+    ("lid", "uint3", "thread_position_in_threadgroup"),
+    ("tg", "uint3", "threadgroup_position_in_grid"),
+    ("tptg", "uint3", "threads_per_threadgroup"),
+    ("index", "uint", "thread_index_in_threadgroup"),
+    ("lane", "uint", "thread_index_in_simdgroup"),
+    ("simd", "uint", "simdgroup_index_in_threadgroup"),
+    ("simds", "uint", "simdgroups_per_threadgroup"),
+]
+
+# Each thread writes its attributes and what its SIMD-group sees: the active
+# lanes and the sum of their indices (a partial SIMD-group at the edge).
+attributes = TorchMetalKernel(
+    "cuda_attributes",
+    ["x"],
+    ["out"],
+    src="""
+        const uint t = gid.x + gid.y * x.get_extent(0) + gid.z * x.get_extent(0) * x.get_extent(1);
+        const uint values[] = {gid.x, gid.y, gid.z, lid.x, lid.y, lid.z, tg.x, tg.y, tg.z,
+                               tptg.x, tptg.y, tptg.z, index, lane, simd, simds};
+        for (uint c = 0; c < 16; ++c) out[c, t] = int(values[c]);
+        out[16, t] = int(uint64_t(simd_active_threads_mask()));
+        out[17, t] = int(simd_sum(index));
+        out[18, t] = int(simd_prefix_exclusive_sum(lane));
+        out[19, t] = int(quad_sum(index));
+    """,
+    torch_defn=_attribute_rows,
+    metal_params=[MetalParameter(*a) for a in ATTRIBUTES],
+)
+
+
+@requires_gpu
+@pytest.mark.parametrize(
+    ("grid", "group"),
+    [((37, 5, 3), (8, 4, 2)), ((100, 1, 1), (64, 1, 1)), ((7, 9, 1), (3, 5, 1))],
+    ids=str,
+)
+def test_edge_threadgroups_are_smaller_and_simd_groups_packed(grid, group) -> None:
+    x = torch.zeros(grid[2], grid[1], grid[0])
+    call = {"threads_per_grid": grid, "threads_per_thread_group": group}
+    shapes = [[x.numel(), 20]]
+    cpu = attributes(x, **call, result_shapes=shapes)
+    gpu = attributes(x.cuda(), **call, result_shapes=shapes).cpu()
+    assert torch.equal(gpu, cpu)
+    # Hand-computed for one thread of the last (edge) group: its group is
+    # smaller, its index counts over the actual size, its SIMD-group is partial.
+    last = -1
+    size = [min(group[d], grid[d] - (grid[d] - 1) // group[d] * group[d]) for d in range(3)]
+    count = size[0] * size[1] * size[2]
+    assert gpu[last, 9:12].tolist() == size
+    assert gpu[last, 12].item() == count - 1
+    assert gpu[last, 15].item() == -(-count // 32)
+    lanes_in_last_simd = count - 32 * ((count - 1) // 32)
+    assert gpu[last, 16].item() & 0xFFFFFFFF == (1 << lanes_in_last_simd) - 1
+
+
+barrier_reduce = TorchMetalKernel(
+    "cuda_barrier_reduce",
+    ["x"],
+    ["out"],
+    src="""
+        // A tree reduction over threadgroup memory: every barrier must hold in
+        // the edge group too, whose missing threads never run.
+        threadgroup float partial[256];
+        partial[lid] = x[gid];
+        for (uint stride = 128; stride > 0; stride /= 2) {
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            if (lid < stride && lid + stride < n) partial[lid] += partial[lid + stride];
+        }
+        if (lid == 0) out[group] = partial[0];
+    """,
+    torch_defn=_group_sums,
+    metal_params=[
+        MetalParameter("gid", "uint", "thread_position_in_grid"),
+        MetalParameter("lid", "uint", "thread_index_in_threadgroup"),
+        MetalParameter("n", "uint", "threads_per_threadgroup"),
+        MetalParameter("group", "uint", "threadgroup_position_in_grid"),
+    ],
+)
+
+
+@requires_gpu
+def test_barriers_hold_in_edge_groups() -> None:
+    x = torch.randint(-8, 8, (1000,)).float()  # small integers: every order sums exactly
+    call = {"threads_per_grid": (1000, 1, 1), "threads_per_thread_group": (256, 1, 1)}
+    gpu = barrier_reduce(x.cuda(), **call, result_shapes=[[4]]).cpu()
+    want = torch.stack([c.sum() for c in x.split(256)])
+    assert torch.equal(gpu, want)
+    assert torch.equal(gpu, barrier_reduce(x, **call, result_shapes=[[4]]))
+
+
+divergent = TorchMetalKernel(
+    "cuda_divergent_simd",
+    ["x"],
+    ["out"],
+    src="""
+        // Only the even lanes call simd_sum: Metal sums over the active lanes.
+        float v = x[id];
+        out[id] = -1.0f;
+        if (id % 2 == 0) out[id] = simd_sum(v);
+    """,
+    torch_defn=_same,
+    metal_params=[GID],
+)
+
+
+@requires_gpu
+def test_simd_functions_in_divergent_code_use_the_active_lanes() -> None:
+    x = torch.arange(64.0)
+    out = divergent(
+        x.cuda(),
+        threads_per_grid=(64, 1, 1),
+        threads_per_thread_group=(64, 1, 1),
+        result_shapes=[[64]],
+    ).cpu()
+    even_sums = [x[w * 32 : (w + 1) * 32 : 2].sum().item() for w in range(2)]
+    want = [even_sums[i // 32] if i % 2 == 0 else -1.0 for i in range(64)]
+    assert out.tolist() == want
+
+
+positions = TorchMetalKernel(
+    "cuda_positions",
+    ["x"],
+    ["out"],
+    src="if (gid.y < x.get_extent(0)) out[gid.y] = int(gid.y) + 1;",
+    torch_defn=_positions,
+    metal_params=[MetalParameter("gid", "uint2", "thread_position_in_grid")],
+)
+
+
+@requires_gpu
+def test_more_threadgroups_than_a_cuda_grid_dimension_holds() -> None:
+    # 100000 threadgroups along y: CUDA's grid y is limited to 65535.
+    x = torch.zeros(100000, dtype=torch.int32)
+    out = positions(
+        x.cuda(),
+        threads_per_grid=(1, 100000, 1),
+        threads_per_thread_group=(1, 1, 1),
+        result_shapes=[[100000]],
+    ).cpu()
+    assert torch.equal(out, torch.arange(1, 100001, dtype=torch.int32))
+
+
+spin = TorchMetalKernel(
+    "cuda_spin",
+    ["x", "n"],
+    ["out"],
+    src="""
+        float acc = x[id];
+        for (int i = 0; i < n; ++i) acc = acc * 0.999f + 1.0f;
+        out[id] = acc;
+    """,
+    torch_defn=_spin,
+    metal_params=[GID],
+)
+
+
+@requires_gpu
+def test_launches_go_on_the_current_stream_without_waiting() -> None:
+    n, iterations = 128 * 132 * 4, 10_000_000  # tens of milliseconds of dependent arithmetic
+    x = torch.ones(n, device="cuda")
+    call = {"threads_per_grid": (n, 1, 1), "threads_per_thread_group": (128, 1, 1)}
+    spin(x, 10, **call, result_shapes=[[n]])  # compile and load first
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        start = time.perf_counter()
+        out = spin(x, iterations, **call, result_shapes=[[n]])
+        queued = time.perf_counter() - start
+        done = torch.cuda.Event()
+        done.record(stream)
+    assert not done.query(), "the kernel had finished before the call returned"
+    stream.synchronize()
+    ran = time.perf_counter() - start
+    assert queued < ran / 10, (queued, ran)
+    one = spin(
+        torch.ones(1),
+        iterations,
+        threads_per_grid=(1, 1, 1),
+        threads_per_thread_group=(1, 1, 1),
+        result_shapes=[[1]],
+    )
+    assert torch.equal(out.cpu(), one.expand(n))  # the same float operations, in order
+
+
+@requires_gpu
+def test_repeated_calls_compile_nothing_and_take_the_fast_path() -> None:
+    x = torch.randn(1000, device="cuda")
+    call = {"threads_per_grid": (1000, 1, 1), "threads_per_thread_group": (128, 1, 1)}
+    tiled = TorchMetalKernel(
+        "cuda_repeat",
+        ["x"],
+        ["out"],
+        src="if (id < x.get_extent(0)) out[id] = x[id] * 3.0f;",
+        torch_defn=_triple,
+        metal_params=[GID],
+    )
+    tiled(x, **call, result_shapes=[[1000]])
+    compiles = torch.ops.coreai_torch.cuda_compile_count()
+    for _ in range(3):
+        out = _C._launch(
+            tiled.table,
+            tiled.options,
+            (x,),
+            call["threads_per_grid"],
+            call["threads_per_thread_group"],
+            [[1000]],
+        )
+        assert out is not None  # CUDA tensors take the C++ eager route
+    assert torch.ops.coreai_torch.cuda_compile_count() == compiles
+    torch.testing.assert_close(out, 3 * x, rtol=0, atol=0)
+
+
+@requires_gpu
+def test_strided_inputs_0d_tensors_and_scalars() -> None:
+    k = TorchMetalKernel(
+        "cuda_strided",
+        ["a", "s", "scale", "flip"],
+        ["out"],
+        src="""
+            if (gid.x >= out.get_extent(0) || gid.y >= out.get_extent(1)) return;
+            float v = a[gid.x, gid.y] * scale + s;
+            out[gid.x, gid.y] = flip ? -v : v;
+        """,
+        torch_defn=_scaled,
+        metal_params=[MetalParameter("gid", "uint2", "thread_position_in_grid")],
+    )
+    a = torch.randn(33, 17).t()  # innermost stride 17: not contiguous
+    s = torch.tensor(0.25)
+    call = {"threads_per_grid": (33, 17, 1), "threads_per_thread_group": (8, 8, 1)}
+    gpu = k(a.cuda(), s.cuda(), 2.0, True, **call, result_shapes=[[17, 33]]).cpu()
+    assert torch.equal(gpu, k(a, s, 2.0, True, **call, result_shapes=[[17, 33]]))
+    assert torch.equal(gpu, -(a * 2.0 + 0.25))
+
+
+@requires_gpu
+def test_debug_mode_is_refused_with_what_to_do() -> None:
+    k = TorchMetalKernel(
+        "cuda_debug",
+        ["x"],
+        ["out"],
+        src="out[id] = x[id];",
+        torch_defn=_same,
+        metal_params=[GID],
+    )
+    k.debug = True
+    with pytest.raises(RuntimeError, match="debug mode .* CPU backend"):
+        k(
+            torch.zeros(4, device="cuda"),
+            threads_per_grid=(4, 1, 1),
+            threads_per_thread_group=(4, 1, 1),
+            result_shapes=[[4]],
+        )
+
+
+@requires_gpu
+def test_too_much_threadgroup_memory_is_a_compile_error() -> None:
+    k = TorchMetalKernel(
+        "cuda_big_tile",
+        ["x"],
+        ["out"],
+        src="threadgroup float big[16384]; big[id] = x[id]; "
+        "threadgroup_barrier(mem_flags::mem_threadgroup); out[id] = big[16383 - id];",
+        torch_defn=_same,
+        metal_params=[GID],
+    )
+    with pytest.raises(MetalCompileError, match="CUDA backend"):
+        k(
+            torch.zeros(4, device="cuda"),
+            threads_per_grid=(4, 1, 1),
+            threads_per_thread_group=(4, 1, 1),
+            result_shapes=[[4]],
+        )
+
+
+@requires_gpu
+def test_a_new_process_loads_machine_code_from_the_disk_cache(tmp_path) -> None:
+    code = textwrap.dedent(
+        """
+        import time, torch
+        from coreai_torch import TorchMetalKernel, MetalParameter
+        def plus_one(x: torch.Tensor) -> torch.Tensor:
+            return x + 1
+        k = TorchMetalKernel("cuda_warm", ["x"], ["out"], src="out[id] = x[id] + 1.0f;",
+                             torch_defn=plus_one,
+                             metal_params=[MetalParameter("id", "uint", "thread_position_in_grid")])
+        x = torch.zeros(32, device="cuda")
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        out = k(x, threads_per_grid=(32, 1, 1), threads_per_thread_group=(32, 1, 1),
+                result_shapes=[[32]])
+        torch.cuda.synchronize()
+        assert torch.equal(out.cpu(), torch.ones(32))
+        print(torch.ops.coreai_torch.cuda_compile_count(),
+              torch.ops.coreai_torch.cuda_disk_cache_hits(), time.perf_counter() - start)
+        """
+    )
+    env = {**os.environ, "COREAI_TORCH_CACHE_DIR": str(tmp_path)}
+    runs = [
+        subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        for _ in range(2)
+    ]
+    assert [r.returncode for r in runs] == [0, 0], runs[0].stderr + runs[1].stderr
+    assert runs[0].stdout.split()[:2] == ["1", "0"]
+    assert runs[1].stdout.split()[:2] == ["0", "1"]  # the machine code, from the disk
+    assert list(tmp_path.glob("*.cubin"))

@@ -1,0 +1,45 @@
+"""Runs the kernel `coreai_checks` of a PTX file on one GPU thread: ``python cuda_runner.py F.ptx``.
+
+msl_harness.py uses it in device mode: the check program's emit() calls print
+with the GPU's printf, which the driver writes to this process's stdout when
+the kernel has finished. The driver is loaded with ctypes, so the harness
+needs nothing beyond the NVIDIA driver.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+
+CU_LIMIT_STACK_SIZE = 0
+CU_LIMIT_PRINTF_FIFO_SIZE = 1
+
+
+def main(path: str) -> None:
+    cuda = ctypes.CDLL("libcuda.so.1")
+
+    def check(result: int, what: str) -> None:
+        if result != 0:
+            sys.exit(f"{what} failed with CUDA error {result}")
+
+    check(cuda.cuInit(0), "cuInit")
+    device = ctypes.c_int()
+    check(cuda.cuDeviceGet(ctypes.byref(device), 0), "cuDeviceGet")
+    context = ctypes.c_void_p()
+    check(cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), device), "cuDevicePrimaryCtxRetain")
+    check(cuda.cuCtxSetCurrent(context), "cuCtxSetCurrent")
+    # Check programs print thousands of lines and keep arrays on the stack.
+    check(cuda.cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, ctypes.c_size_t(64 << 20)), "printf")
+    check(cuda.cuCtxSetLimit(CU_LIMIT_STACK_SIZE, ctypes.c_size_t(64 << 10)), "stack")
+    with open(path, "rb") as f:
+        image = f.read() + b"\0"
+    module = ctypes.c_void_p()
+    check(cuda.cuModuleLoadData(ctypes.byref(module), image), "cuModuleLoadData")
+    function = ctypes.c_void_p()
+    check(cuda.cuModuleGetFunction(ctypes.byref(function), module, b"coreai_checks"), "function")
+    check(cuda.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, None, None, None), "cuLaunchKernel")
+    check(cuda.cuCtxSynchronize(), "the check program")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
