@@ -61,6 +61,10 @@ class GroupRunner {
   void threadgroup_barrier();
   // thread_position_in_grid of the running fiber.
   void current_position(uint32_t out[3]) const;
+  // thread_index_in_threadgroup of the running fiber, and its threadgroup
+  // (for debug mode's checks, access_checker.h).
+  uint32_t current_index() const { return threads_[current_].info.index; }
+  const coreai_cpu_group& group() const { return *group_; }
   coreai_cpu_simd_view simd_exchange(const void* value, uint32_t size);
 
  private:

@@ -25,6 +25,7 @@
 #include "cpu/compiler.h"
 #include "cpu/disk_cache.h"
 #include "cpu/kernel_guard.h"
+#include "cpu/metal_fidelity.h"
 #include "cpu/sha256.h"
 #include "cpu/source_scan.h"
 #include "cpu/stack_usage.h"
@@ -115,8 +116,9 @@ std::string entry_shim(const KernelRecord& record) {
   const std::string held = each_buffer([&](size_t i) {
     return i == meta ? std::string("meta") : "held" + std::to_string(i) + ".get()";
   });
-  // Fiber-mode kernels never run the group loop: no need to compile it twice.
-  const bool loop_mode = !needs_fibers(record.source);
+  // Fiber-mode kernels (and debug mode) never run the group loop: no need to
+  // compile it twice.
+  const bool loop_mode = (record.options & kOptionDebug) == 0 && !needs_fibers(record.source);
   // View strides of 1 that the group loop is specialised for.
   const std::vector<size_t> unit =
       loop_mode ? innermost_stride_entries(record) : std::vector<size_t>{};
@@ -147,6 +149,10 @@ std::string entry_shim(const KernelRecord& record) {
     << "COREAI_CPU_EXPORT uint32_t coreai_cpu_kernel_abi(void) { return COREAI_CPU_ABI_VERSION; }\n"
     << "COREAI_CPU_EXPORT void coreai_cpu_kernel_init(const coreai_cpu_runtime* runtime) {\n"
     << "  coreai::g_runtime = runtime;\n}\n"
+    << "COREAI_CPU_EXPORT uint32_t coreai_cpu_kernel_threadgroup_notes("
+       "const coreai_cpu_threadgroup_note** notes) {\n"
+    << "  *notes = coreai::threadgroup_note_list().notes;\n"
+    << "  return coreai::threadgroup_note_list().count;\n}\n"
     << "}  // extern \"C\"\n"
     << "namespace {\n"
     << "[[gnu::always_inline]] inline void coreai_group_loop(void* const* a, "
@@ -235,6 +241,8 @@ LoadResult load_library(const std::string& path, const KernelRecord& record,
   }
   auto abi = reinterpret_cast<coreai_cpu_kernel_abi_fn>(dlsym(handle, "coreai_cpu_kernel_abi"));
   auto init = reinterpret_cast<coreai_cpu_kernel_init_fn>(dlsym(handle, "coreai_cpu_kernel_init"));
+  auto notes = reinterpret_cast<coreai_cpu_kernel_threadgroup_notes_fn>(
+      dlsym(handle, "coreai_cpu_kernel_threadgroup_notes"));
   KernelLibrary lib;
   lib.handle = handle;  // closed again if the library is rejected below
   ++g_loaded;
@@ -242,7 +250,7 @@ LoadResult load_library(const std::string& path, const KernelRecord& record,
       dlsym(handle, "coreai_cpu_kernel_run_group"));
   lib.run_thread = reinterpret_cast<coreai_cpu_kernel_run_thread_fn>(
       dlsym(handle, "coreai_cpu_kernel_run_thread"));
-  if (!abi || !init || !lib.run_group || !lib.run_thread) {
+  if (!abi || !init || !notes || !lib.run_group || !lib.run_thread) {
     out.error = path + " lacks the coreai_cpu_kernel_* entry points";
   } else if (abi() != COREAI_CPU_ABI_VERSION) {
     out.error = path + " was built for kernel ABI " + std::to_string(abi()) + ", not " +
@@ -254,7 +262,15 @@ LoadResult load_library(const std::string& path, const KernelRecord& record,
     return out;
   }
   init(&runtime_table());
-  lib.fibers = needs_fibers(record.source);
+  const coreai_cpu_threadgroup_note* noted = nullptr;
+  const uint32_t count = notes(&noted);
+  for (uint32_t i = 0; i < count; ++i) {
+    lib.threadgroup_variables.push_back(
+        {noted[i].name, {noted[i].file, static_cast<int>(noted[i].line), 0}, noted[i].bytes});
+  }
+  // Debug mode runs every kernel in fiber mode: its checks follow each
+  // thread (access_checker.h).
+  lib.fibers = (record.options & kOptionDebug) != 0 || needs_fibers(record.source);
   lib.stack = stack;
   lib.path = path;
   out.library.emplace(std::move(lib));
@@ -313,14 +329,29 @@ std::string describe_failed_run(const ProcessResult& run, const std::string& pro
          "or a crash can do this)";
 }
 
+// A loaded library, unless Metal would refuse the kernel for its threadgroup
+// memory, which only the compiled library tells (its threadgroup notes). The
+// library stays cached: with fidelity off it is used as it is.
+std::shared_ptr<const KernelLibrary> accepted(const KernelRecord& record, bool fidelity,
+                                              KernelLibrary library) {
+  if (fidelity) refuse_non_metal(record.name, threadgroup_memory_overuse(library.threadgroup_variables));
+  return std::make_shared<KernelLibrary>(std::move(library));
+}
+
 std::shared_ptr<const KernelLibrary> build(const KernelRecord& record) {
   const std::string dir = cache_directory();
   const std::string msl = msl_directory();
   cache_limit_bytes();  // a bad COREAI_TORCH_CACHE_MAX_BYTES is refused before compiling
   const Compiler& compiler = find_compiler(record.name, dir);
   const bool debug = (record.options & kOptionDebug) != 0;
+  // What Metal refuses is refused before anything is compiled (metal_fidelity.h).
+  const bool fidelity = metal_fidelity_enabled();
+  if (fidelity) refuse_non_metal(record.name, find_non_metal_constructs(record.source));
 
   std::vector<std::string> flags = kernel_compile_flags();
+  if (fidelity) {
+    flags.insert(flags.end(), fidelity_compile_flags().begin(), fidelity_compile_flags().end());
+  }
   if (debug) {
     flags.insert(flags.end(), debug_compile_flags().begin(), debug_compile_flags().end());
   }
@@ -338,7 +369,7 @@ std::shared_ptr<const KernelLibrary> build(const KernelRecord& record) {
 
   if (std::optional<KernelLibrary> cached = load_cached(so_path, record)) {
     ++g_disk_hits;
-    return std::make_shared<KernelLibrary>(std::move(*cached));
+    return accepted(record, fidelity, std::move(*cached));
   }
 
   // Compile under private temporary names, then rename: a concurrent process
@@ -374,13 +405,22 @@ std::shared_ptr<const KernelLibrary> build(const KernelRecord& record) {
     // Only an error the compiler found in the source is a MetalCompileError
     // (remembered for the process); anything else is raised as it is and the
     // next call compiles again.
-    if (!result.timed_out && result.term_signal == 0 && reports_source_error(result.output)) {
-      TORCH_CHECK(false, compile_error(record, result.output));
+    const std::string output = without_remarks(result.output);
+    if (!result.timed_out && result.term_signal == 0 && reports_source_error(output)) {
+      TORCH_CHECK(false, compile_error(record, output));
     }
     TORCH_CHECK(false, "kernel '", record.name, "': ",
                 describe_failed_run(result, compiler.program),
                 ". Nothing was cached: the next call compiles again.",
-                result.output.empty() ? "" : "\nCompiler output:\n", result.output);
+                output.empty() ? "" : "\nCompiler output:\n", output);
+  }
+  if (fidelity) {
+    try {
+      refuse_non_metal(record.name, recursion_in_remarks(result.output));
+    } catch (...) {
+      remove_temporaries();
+      throw;
+    }
   }
   // No .su file (a compiler without -fstack-usage): the needs stay unknown.
   const std::string su_text = read_file(tmp_su);
@@ -410,7 +450,7 @@ std::shared_ptr<const KernelLibrary> build(const KernelRecord& record) {
     note_library_in_use(so_path);
     evict_least_recently_used(dir);
   }
-  return std::make_shared<KernelLibrary>(std::move(*loaded.library));
+  return accepted(record, fidelity, std::move(*loaded.library));
 }
 
 }  // namespace
@@ -434,6 +474,7 @@ KernelLibrary::KernelLibrary(KernelLibrary&& other) noexcept
       run_thread(other.run_thread),
       fibers(other.fibers),
       stack(other.stack),
+      threadgroup_variables(std::move(other.threadgroup_variables)),
       path(std::move(other.path)),
       handle(std::exchange(other.handle, nullptr)) {}
 

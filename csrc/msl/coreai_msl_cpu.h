@@ -25,7 +25,9 @@
 #include "coreai_msl/simdgroup_matrix.h"
 #include "coreai_msl/sync.h"
 #include "coreai_msl/tensor.h"
+#include "coreai_msl/threadgroup_notes.h"
 #ifdef COREAI_MSL_DEBUG
+#include "coreai_msl/debug_accesses.h"
 #include "coreai_msl/debug_checks.h"
 #endif
 

@@ -46,10 +46,14 @@ constexpr mem_flags operator&(mem_flags a, mem_flags b) {
 // makes every write visible to the threads resumed after the barrier; the
 // memory flags need no extra fence.
 inline void threadgroup_barrier(mem_flags = mem_flags::mem_none) {
+  COREAI_MSL_DEBUG_SYNC(COREAI_CPU_SYNC_THREADGROUP_BARRIER, 0);
   coreai::g_runtime->threadgroup_barrier();
+  COREAI_MSL_DEBUG_SYNC(COREAI_CPU_SYNC_THREADGROUP_BARRIER, 1);
 }
 inline void simdgroup_barrier(mem_flags = mem_flags::mem_none) {
+  COREAI_MSL_DEBUG_SYNC(COREAI_CPU_SYNC_SIMDGROUP_BARRIER, 0);
   coreai::g_runtime->simdgroup_barrier();
+  COREAI_MSL_DEBUG_SYNC(COREAI_CPU_SYNC_SIMDGROUP_BARRIER, 1);
 }
 
 }  // namespace metal
@@ -75,10 +79,18 @@ inline coreai_cpu_simd_view exchange(const T& value) {
   static_assert(sizeof(T) <= COREAI_CPU_SIMD_SLOT_BYTES,
                 "SIMD-group functions take scalars and vectors of at most 32 bytes");
   static_assert(std::is_trivially_copyable_v<T>, "SIMD-group functions take scalars and vectors");
-  return coreai::g_runtime->simd_exchange(&value, sizeof(T));
+  COREAI_MSL_DEBUG_SYNC(COREAI_CPU_SYNC_SIMD_FUNCTION, 0);
+  const coreai_cpu_simd_view view = coreai::g_runtime->simd_exchange(&value, sizeof(T));
+  COREAI_MSL_DEBUG_SYNC(COREAI_CPU_SYNC_SIMD_FUNCTION, 1);
+  return view;
 }
 
-inline coreai_cpu_simd_view meet() { return coreai::g_runtime->simd_exchange(nullptr, 0); }
+inline coreai_cpu_simd_view meet() {
+  COREAI_MSL_DEBUG_SYNC(COREAI_CPU_SYNC_SIMD_FUNCTION, 0);
+  const coreai_cpu_simd_view view = coreai::g_runtime->simd_exchange(nullptr, 0);
+  COREAI_MSL_DEBUG_SYNC(COREAI_CPU_SYNC_SIMD_FUNCTION, 1);
+  return view;
+}
 
 inline bool active(const coreai_cpu_simd_view& v, unsigned lane) {
   return lane < kWidth && ((v.active_mask >> lane) & 1u) != 0;
