@@ -2,7 +2,8 @@
 
     python benchmarks/run_all.py [--smoke] [--json FILE] [--build-dir DIR]
 
-1. the Python benchmarks: ``bench_cpu.run`` and, when present, ``bench_conversion.run``;
+1. the Python benchmarks: ``bench_cpu.run`` and, when present, ``bench_conversion.run``
+   and ``bench_debug_checks.run``;
 2. the C++ harness: renders the kernels (``cpp/render_kernels.py``), configures
    and builds ``benchmarks/cpp`` with CMake into ``--build-dir`` (default
    ``build/benchmarks``), and runs it.
@@ -88,7 +89,7 @@ def machine_line(build_dir: Path, load: float) -> str:
 
 def python_rows(smoke: bool, errors: list[str]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    for module in ("bench_cpu", "bench_conversion"):
+    for module in ("bench_cpu", "bench_conversion", "bench_debug_checks"):
         if not (HERE / f"{module}.py").exists():
             continue
         try:
