@@ -30,6 +30,9 @@ _TEMPLATE_DTYPES = {
 
 _COMPILE_ERROR = "MetalCompileError: "
 
+# Findings of debug mode that do not fail a launch (csrc/cpu/access_checker.h).
+_WARNING_KINDS = ("SIMD lockstep", "uninitialized read")
+
 # Relative and absolute tolerances per result dtype: torch.testing's defaults,
 # the rounding error of one or a few operations in that dtype. Integer and
 # bool results must match exactly.
@@ -103,8 +106,8 @@ class CaseResult:
         if self.error:
             lines.append(f"           error: {self.error}")
         for f in self.findings:
-            # Reliance on SIMD-group lockstep is a warning (docs/cpu.md).
-            note = " (warning)" if f["kind"] == "SIMD lockstep" else ""
+            # Warnings of debug mode (docs/cpu.md, "Checking kernels").
+            note = " (warning)" if f["kind"] in _WARNING_KINDS else ""
             lines.append(f"           {f['kind']}{note}: {f['message']}")
         return "\n".join(lines)
 
@@ -331,7 +334,7 @@ def _run_case(
     kernel.debug = checked
     try:
         with warnings.catch_warnings():
-            # Debug mode warns of reliance on SIMD-group lockstep; the report lists it.
+            # Debug mode's warnings go to stderr; the report lists them.
             warnings.simplefilter("ignore")
             outs = kernel.as_result_list(_launch(kernel, on_device, grid, group, shapes))
         case.findings = list(_C._last_debug_findings()) if checked else []

@@ -235,7 +235,13 @@ void AccessChecker::device_access(size_t i, uintptr_t address, uint32_t size, co
     return static_cast<int64_t>(p - b.data) / b.element_bytes -
            (p < b.data && (b.data - p) % b.element_bytes != 0 ? 1 : 0);
   };
-  const int64_t first = offset(address), last = offset(address + size - 1);
+  int64_t first = offset(address), last = offset(address + size - 1);
+  // An atomic operation on a narrow type works on the aligned word holding it
+  // (MLX's half atomics): only the elements of the word in the tensor count.
+  if ((a.flags & COREAI_CPU_ACCESS_ATOMIC) != 0 && first <= b.end - 1 && last >= b.first) {
+    first = std::max(first, b.first);
+    last = std::min(last, b.end - 1);
+  }
   if (first < b.first || last >= b.end) {
     add(Kind::OutOfBounds, memory, first < b.first ? first : last,
         {a.run, a.thread, a.flags, a.pc}, {});
@@ -486,7 +492,7 @@ std::vector<DebugFinding> AccessChecker::findings() const {
         break;
       }
       case Kind::Uninitialized:
-        f.kind = "uninitialized read";
+        f.kind = kUninitializedFinding;
         f.memory = memory(r.memory);
         f.index = index(r.memory, r.element);
         f.threads = {position(r.a)};

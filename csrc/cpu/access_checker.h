@@ -49,9 +49,15 @@ struct CheckedBuffer {
   std::vector<int64_t> strides;
 };
 
-// The kind of a finding that is a warning, not an error: a debug launch
-// that finds only these completes (docs/cpu.md, "Checking kernels").
+// The kinds of finding that are warnings, not errors: a debug launch that
+// finds only these completes (docs/cpu.md, "Checking kernels"). Real kernels
+// (MLX's and PyTorch's scans, ggml's flash attention) rely on lockstep and
+// read threadgroup memory they never wrote in lanes whose values go unused.
 inline constexpr const char* kLockstepFinding = "SIMD lockstep";
+inline constexpr const char* kUninitializedFinding = "uninitialized read";
+inline bool is_warning(const std::string& kind) {
+  return kind == kLockstepFinding || kind == kUninitializedFinding;
+}
 
 // One problem found, in words.
 struct DebugFinding {

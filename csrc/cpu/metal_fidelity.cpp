@@ -120,9 +120,77 @@ bool declaration_has_address_space(std::string_view s, const std::vector<Token>&
   return false;
 }
 
+// The source's conditional directives as the Metal compiler sees them:
+// `__METAL__` is defined there, so `#ifndef __METAL__` / `#if !defined(__METAL__)`
+// branches and the `#else` of `#ifdef __METAL__` are never compiled (ported
+// headers keep their host-side code there). Other conditions count as taken.
+// Returns, per line, whether it is in such a branch.
+std::vector<bool> lines_metal_skips(std::string_view source) {
+  enum Metal { Unknown, IfMetal, IfNotMetal };
+  struct Frame {
+    Metal condition;
+    bool dead;  // the branch in progress is not compiled for Metal
+  };
+  auto condition_of = [](std::string_view rest) {
+    std::string c;
+    for (char ch : rest) {
+      if (ch != ' ' && ch != '\t' && ch != '(' && ch != ')') c.push_back(ch);
+    }
+    if (c == "defined__METAL__" || c == "__METAL__") return IfMetal;
+    if (c == "!defined__METAL__" || c == "!__METAL__") return IfNotMetal;
+    return Unknown;
+  };
+  std::vector<bool> skipped;
+  std::vector<Frame> frames;
+  for (std::string_view line : split_lines(source)) {
+    std::string_view t = line;
+    while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
+    bool directive = t.starts_with("#");
+    std::string_view word, rest;
+    if (directive) {
+      t.remove_prefix(1);
+      while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
+      size_t n = 0;
+      while (n < t.size() && std::isalpha(static_cast<unsigned char>(t[n]))) ++n;
+      word = t.substr(0, n);
+      rest = t.substr(n);
+      if (const size_t comment = rest.find("//"); comment != std::string_view::npos) {
+        rest = rest.substr(0, comment);
+      }
+    }
+    if (word == "ifdef" || word == "ifndef" || word == "if") {
+      // `#ifdef X` / `#ifndef X` name X alone, which condition_of reads as `#if X`.
+      const Metal named = condition_of(rest);
+      Metal m = named;
+      if (word != "if") m = named != IfMetal ? Unknown : word == "ifdef" ? IfMetal : IfNotMetal;
+      if (word == "if" && rest.find_first_not_of(" \t0") == std::string_view::npos) {
+        m = IfNotMetal;  // #if 0
+      }
+      frames.push_back({m, m == IfNotMetal});
+    } else if ((word == "else" || word == "elif") && !frames.empty()) {
+      Frame& f = frames.back();
+      f.dead = f.condition == IfMetal;
+      if (f.condition == IfNotMetal) f.condition = Unknown;  // the rest may be taken
+    } else if (word == "endif" && !frames.empty()) {
+      frames.pop_back();
+    }
+    bool dead = false;
+    for (const Frame& f : frames) dead = dead || f.dead;
+    skipped.push_back(dead);
+  }
+  return skipped;
+}
+
 class Finder {
  public:
-  explicit Finder(std::string_view source) : s_(source), map_(source) {}
+  explicit Finder(std::string_view source)
+      : s_(source), map_(source), skipped_lines_(lines_metal_skips(source)) {
+    size_t begin = 0;
+    for (std::string_view line : split_lines(source)) {
+      line_begins_.push_back(begin);
+      begin += line.size() + 1;
+    }
+  }
 
   std::vector<NonMetalConstruct> run() {
     const std::vector<Token> code = tokenize(s_, false);
@@ -131,7 +199,7 @@ class Finder {
     const std::vector<bool> in_body = in_function_bodies(s_, code);
     std::vector<Token> t;
     for (size_t k = 0; k < code.size(); ++k) {
-      if (!map_.in_user_text(code[k].begin)) continue;
+      if (!map_.in_user_text(code[k].begin) || skipped(code[k].begin)) continue;
       t.push_back(code[k]);
       in_body_.push_back(in_body[k]);
     }
@@ -148,6 +216,13 @@ class Finder {
   }
 
  private:
+  // Whether the text at `offset` is in a branch Metal never compiles.
+  bool skipped(size_t offset) const {
+    const auto it = std::upper_bound(line_begins_.begin(), line_begins_.end(), offset);
+    const size_t line = static_cast<size_t>(it - line_begins_.begin()) - 1;
+    return line < skipped_lines_.size() && skipped_lines_[line];
+  }
+
   void add(size_t offset, std::string message) {
     found_.push_back({map_.at(offset), std::move(message)});
   }
@@ -280,7 +355,7 @@ class Finder {
     const std::vector<Token> all = tokenize(s_, true);
     for (size_t k = 0; k + 2 < all.size(); ++k) {
       if (text(s_, all[k]) != "#" || text(s_, all[k + 1]) != "include" ||
-          !map_.in_user_text(all[k].begin)) {
+          !map_.in_user_text(all[k].begin) || skipped(all[k].begin)) {
         continue;
       }
       if (text(s_, all[k + 2]) != "<") continue;
@@ -299,6 +374,8 @@ class Finder {
 
   std::string_view s_;
   LineMap map_;
+  std::vector<bool> skipped_lines_;  // per line: in a branch Metal does not compile
+  std::vector<size_t> line_begins_;
   std::vector<bool> in_body_;  // per user token
   std::vector<NonMetalConstruct> found_;
 };
