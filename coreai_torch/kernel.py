@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from . import _C, call_checks, kernel_op, modes, validation
+from . import _C, autograd, call_checks, kernel_op, modes, validation
 from .contract import (
     OPTION_DEBUG,
     OPTION_FAST_MATH,
@@ -121,6 +121,8 @@ class TorchMetalKernel:
         self.identity = (definition, kernel_op.schema(self))
         self.specializations = Specializations(kernel_op.arg_kinds(self), len(results), return_kind)
         self.table = self.specializations.table  # read by every call
+        # The registered backward; define() shares an identical predecessor's.
+        self.backward_slot = autograd.BackwardSlot()
         self.op = kernel_op.define(self)
 
     @property
@@ -173,12 +175,7 @@ class TorchMetalKernel:
                 raise
             if out is not None:
                 return out
-        active = _ACTIVE.get(self.name)
-        if active is not self and (active is None or active.identity != self.identity):
-            raise RuntimeError(
-                f"kernel '{self.name}' was redefined with a different definition after this "
-                "object was created; call the new TorchMetalKernel object instead."
-            )
+        self._check_current("call")
         grid = call_checks.dispatch_triple(
             self.name, "threads_per_grid", threads_per_grid, minimum=0
         )
@@ -188,6 +185,78 @@ class TorchMetalKernel:
         shapes = call_checks.result_shapes(self.name, self.result_names, result_shapes)
         call_checks.inputs(self.name, self.input_names, self.scalar_types, args)
         return self.op(*args, grid, group, *shapes)
+
+    def _check_current(self, action: str) -> None:
+        """Refuses an object whose kernel was redefined with another definition since."""
+        active = _ACTIVE.get(self.name)
+        if active is not self and (active is None or active.identity != self.identity):
+            raise RuntimeError(
+                f"kernel '{self.name}' was redefined with a different definition after this "
+                f"object was created; {action} the new TorchMetalKernel object instead."
+            )
+
+    # ------------------------------------------------------------- autograd
+
+    def register_autograd(
+        self,
+        backward: Callable[..., Any],
+        /,
+        *,
+        setup_context: Callable[..., Any] | None = None,
+    ) -> None:
+        """Gives the kernel a backward of your own, e.g. one that runs backward kernels.
+
+        Without one, the gradient of a call is the vector-Jacobian product of
+        ``torch_defn`` at the call's inputs: the forward runs the kernel, the
+        backward differentiates the reference (``docs/autograd.md``). The split
+        is that of ``torch.library.register_autograd``:
+
+        - ``setup_context(ctx, inputs, output)`` runs after the forward, with
+          the kernel's inputs (``input_names`` order, scalars included) and its
+          output as the call returns it; it saves what the backward needs
+          (``ctx.save_for_backward(...)``, or attributes of ``ctx``).
+        - ``backward(ctx, *grads)`` gets one gradient per result and returns one
+          gradient per input, as a tuple (or a tensor for a one-input kernel):
+          a tensor of the input's shape, or ``None`` for a scalar input and an
+          input that needs none (``ctx.needs_input_grad[i]`` is False).
+
+        The backward may call any ``TorchMetalKernel``, so hand-written backward
+        kernels run eagerly on every backend and appear in compiled and
+        exported training graphs. Forward mode (``torch.func.jvp``) still
+        differentiates ``torch_defn``. Registering again replaces the backward
+        for calls recorded from then on; a redefinition of the kernel with the
+        same definition keeps it, a changed definition drops it.
+
+        Example::
+
+            >>> import torch
+            >>> from coreai_torch import TorchMetalKernel, MetalParameter
+            >>> ID = [MetalParameter("id", "uint", "thread_position_in_grid")]
+            >>> def square(x: torch.Tensor) -> torch.Tensor:
+            ...     return x * x
+            >>> def twice_product(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+            ...     return 2 * g * x
+            >>> sq = TorchMetalKernel("doc_square", ["x"], ["out"],
+            ...     src="out[id] = x[id] * x[id];", torch_defn=square, metal_params=ID)
+            >>> sq_grad = TorchMetalKernel("doc_square_grad", ["g", "x"], ["dx"],
+            ...     src="dx[id] = 2.0f * g[id] * x[id];", torch_defn=twice_product,
+            ...     metal_params=ID)
+            >>> def setup_context(ctx, inputs, output):
+            ...     ctx.save_for_backward(inputs[0])
+            >>> def backward(ctx, grad):
+            ...     (x,) = ctx.saved_tensors
+            ...     return sq_grad(grad, x, threads_per_grid=(x.numel(), 1, 1),
+            ...         threads_per_thread_group=(32, 1, 1), result_shapes=[list(x.shape)])
+            >>> sq.register_autograd(backward, setup_context=setup_context)
+            >>> x = torch.arange(4.0, requires_grad=True)
+            >>> y = sq(x, threads_per_grid=(4, 1, 1), threads_per_thread_group=(32, 1, 1),
+            ...     result_shapes=[[4]])
+            >>> y.sum().backward()
+            >>> x.grad
+            tensor([0., 2., 4., 6.])
+        """
+        self._check_current("register the backward on")
+        autograd.register(self, backward, setup_context)
 
     # ------------------------------------------------------ specializations
 

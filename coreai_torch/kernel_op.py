@@ -10,8 +10,9 @@ in another thread finishes with the kernel it started with.
 - Other devices: ``torch_defn``, with a warning.
 - Fake/Meta (export, compile): results whose dtypes come from ``torch_defn`` and
   whose shapes come from ``result_shapes``.
-- Autograd: kernels have no backward yet; a gradient that would flow through
-  one raises instead of silently leaving the kernel's contribution out.
+- Autograd: the calls autograd records are recorded by ``autograd.record``
+  (the backward and forward-mode rule of ``torch_defn``, or the kernel's
+  registered backward); the others go on in C++.
 """
 
 from __future__ import annotations
@@ -20,10 +21,8 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 import torch
-from torch._C._functorch import TransformType
-from torch._functorch.pyfunctorch import retrieve_current_functorch_interpreter
 
-from . import _C, call_checks, modes
+from . import _C, autograd, call_checks, modes
 from .contract import OP_NAMESPACE, SCALAR_KINDS, TENSOR_KIND, metal_type
 from .errors import reraise_compile_error
 
@@ -67,14 +66,26 @@ def arg_kinds(kernel: TorchMetalKernel) -> str:
 
 
 def define(kernel: TorchMetalKernel) -> torch._ops.OpOverload:
-    """Makes ``kernel`` the one its op runs, defining the op on first use."""
+    """Makes ``kernel`` the one its op runs, defining the op on first use.
+
+    An identical redefinition shares its predecessor's backward registration;
+    a changed one starts with none (the derivative of ``torch_defn``).
+    """
     name = kernel.name
     sig = schema(kernel)
     previous = ACTIVE.get(name)
-    if previous is not None and previous.identity != kernel.identity:
+    if previous is not None and previous.identity == kernel.identity:
+        kernel.backward_slot = previous.backward_slot
+    elif previous is not None:
+        dropped = (
+            " The backward registered for the old definition does not carry over: register "
+            "it on the new object."
+            if previous.backward_slot.registered is not None
+            else ""
+        )
         warnings.warn(
             f"Redefining kernel '{name}': later calls of torch.ops.{OP_NAMESPACE}.{name} run "
-            "the new definition.",
+            f"the new definition.{dropped}",
             stacklevel=3,
         )
     library = _LIBRARIES.get(name)
@@ -86,8 +97,8 @@ def define(kernel: TorchMetalKernel) -> torch._ops.OpOverload:
     if library is not None:
         # A new signature needs a new op: the old one goes. (A call of the old
         # op running in another thread at this moment is not protected.)
-        old, _, autograd = _LIBRARIES.pop(name)
-        del autograd  # deregisters the Autograd kernel
+        old, _, autograd_kernel = _LIBRARIES.pop(name)
+        del autograd_kernel  # deregisters the Autograd kernel
         old._destroy()
 
     lib = torch.library.Library(OP_NAMESPACE, "FRAGMENT")
@@ -101,8 +112,10 @@ def define(kernel: TorchMetalKernel) -> torch._ops.OpOverload:
     lib.impl(name, lambda *a: _other_device(active(), a), "CompositeExplicitAutograd")
     torch.library.register_fake(f"{OP_NAMESPACE}::{name}", lambda *a: _fake(active(), a), lib=lib)
     # In C++: a call autograd does not record goes on without Python.
-    autograd = _C._register_autograd_kernel(OP_NAMESPACE, name, lambda *a: _autograd(active(), a))
-    _LIBRARIES[name] = (lib, sig, autograd)
+    autograd_kernel = _C._register_autograd_kernel(
+        OP_NAMESPACE, name, lambda *a: autograd.record(active(), a)
+    )
+    _LIBRARIES[name] = (lib, sig, autograd_kernel)
     ACTIVE[name] = kernel
     return _op(name)
 
@@ -176,49 +189,5 @@ def _fake(kernel: TorchMetalKernel, flat: tuple) -> Any:
     return kernel.shape_results(results)
 
 
-def _autograd(kernel: TorchMetalKernel, flat: tuple) -> Any:
-    """A call of the op that autograd records (an input requires grad, grad mode on).
-
-    Kernels cannot be differentiated yet: the call runs and its results carry a
-    backward that raises; under ``torch.func.grad`` it raises at once. Calls
-    autograd does not record never get here (csrc/autograd_kernel.cpp).
-    """
-    if torch._C._are_functorch_transforms_active():
-        # functorch's grad transform cannot run a custom backward of this kind.
-        interpreter = retrieve_current_functorch_interpreter()
-        if interpreter is not None and interpreter.key() == TransformType.Grad:
-            _no_backward(kernel.name)
-    out = _NoBackward.apply(kernel.name, *flat)
-    # autograd.Function records tensors and tuples of them: a list travels as a tuple.
-    return list(out) if kernel.return_kind == "list" else out
-
-
-class _NoBackward(torch.autograd.Function):
-    """Records a kernel call in the autograd graph with a backward that raises."""
-
-    @staticmethod
-    def forward(name: str, *flat: Any) -> Any:
-        with torch._C._AutoDispatchBelowAutograd():
-            out = _op(name)(*flat)
-        return tuple(out) if isinstance(out, list) else out
-
-    @staticmethod
-    def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
-        ctx.kernel_name = inputs[0]
-
-    @staticmethod
-    def backward(ctx: Any, *grads: Any) -> Any:
-        _no_backward(ctx.kernel_name)
-
-
 def _op(name: str) -> torch._ops.OpOverload:
     return getattr(getattr(torch.ops, OP_NAMESPACE), name).default
-
-
-def _no_backward(name: str) -> None:
-    raise RuntimeError(
-        f"kernel '{name}' has no backward: a gradient would flow through "
-        f"torch.ops.{OP_NAMESPACE}.{name}, and coreai_torch kernels cannot be differentiated "
-        "yet. Compute this part without gradients (torch.no_grad(), or .detach() the inputs), "
-        "or differentiate through the kernel's torch_defn, called directly."
-    )

@@ -1,15 +1,15 @@
 // The Autograd kernel of a per-kernel op (coreai_torch/kernel_op.py), in C++
 // so that a call autograd does not record costs no trip through Python: it
 // goes straight on to the device's kernel, as torch's own ops do. A call that
-// autograd records (an input requires grad, grad mode on) is handed to the
-// Python function given at registration, which records it with a backward
-// that raises (kernels have no backward yet).
+// autograd records (records_gradient: an input requires grad with grad mode
+// on, or carries a forward-mode tangent) is handed to the Python function given
+// at registration (coreai_torch/autograd.py), which records it with the
+// kernel's backward and forward-mode rule.
 #ifndef COREAI_TORCH_NO_PYTHON
 
 #include "autograd_kernel.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/core/grad_mode.h>
 #include <c10/core/SafePyObject.h>
 #include <torch/csrc/PyInterpreter.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
@@ -35,12 +35,10 @@ class AutogradKernel final : public c10::OperatorKernel {
     const c10::FunctionSchema& schema = op.schema();
     const size_t n = schema.arguments().size();
     bool recorded = false;
-    if (at::GradMode::is_enabled()) {
-      for (const c10::IValue& arg : torch::jit::last(*stack, n)) {
-        if (arg.isTensor() && arg.toTensor().requires_grad()) {
-          recorded = true;
-          break;
-        }
+    for (const c10::IValue& arg : torch::jit::last(*stack, n)) {
+      if (arg.isTensor() && records_gradient(arg.toTensor())) {
+        recorded = true;
+        break;
       }
     }
     if (!recorded) {

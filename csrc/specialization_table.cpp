@@ -3,7 +3,6 @@
 #include "specialization_table.h"
 
 #include <ATen/PythonTorchFunctionTLS.h>
-#include <ATen/core/grad_mode.h>
 #include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <c10/util/SmallVector.h>
 #include <torch/csrc/Exceptions.h>
@@ -18,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd_kernel.h"
 #include "coreai_torch.h"
 #include "launch_args.h"
 
@@ -121,14 +121,13 @@ bool read_call(const SpecializationTable& table, PyObject* inputs, PyObject* gri
       PyTuple_GET_SIZE(inputs) != static_cast<Py_ssize_t>(kinds.size())) {
     return false;
   }
-  const bool grad = plain_only && at::GradMode::is_enabled();
   for (size_t i = 0; i < kinds.size(); ++i) {
     PyObject* obj = PyTuple_GET_ITEM(inputs, static_cast<Py_ssize_t>(i));
     switch (static_cast<ArgKind>(kinds[i])) {
       case ArgKind::Tensor: {
         if (!THPVariable_CheckExact(obj)) return false;
         const at::Tensor& t = THPVariable_Unpack(obj);
-        if (!t.defined() || (grad && t.requires_grad()) ||
+        if (!t.defined() || (plain_only && records_gradient(t)) ||
             t.key_set().has_any(kNeedsDispatcher)) {
           return false;
         }

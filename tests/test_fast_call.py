@@ -19,6 +19,7 @@ import uuid
 
 import pytest
 import torch
+import torch.autograd.forward_ad as fwAD
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from coreai_torch import _C, MetalCompileError, MetalParameter, TorchMetalKernel
@@ -135,6 +136,8 @@ def test_fast_launch_declines_what_it_does_not_handle(scaled):
     with torch.enable_grad():
         xg = x.clone().requires_grad_()
         assert fast((xg, y, 3, 0.5, True), grid, group, [[8]]) is None
+    with fwAD.dual_level():  # a tangent, which autograd records, takes the op too
+        assert fast((fwAD.make_dual(x, x), y, 3, 0.5, True), grid, group, [[8]]) is None
     with torch.inference_mode():
         assert fast((x, y, 3, 0.5, True), grid, group, [[8]]) is not None
 

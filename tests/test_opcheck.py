@@ -1,9 +1,17 @@
-"""torch.library.opcheck on the seed kernels (other kernel tests use kernel_testing.run_checked)."""
+"""torch.library.opcheck on the seed kernels, with and without inputs that require grad
+(other kernel tests use kernel_testing.run_checked too)."""
 
 import torch
 from support.kernel_testing import run_checked
 
-from coreai_torch.examples import custom_add, custom_matmul, scale_shift, sincos
+from coreai_torch.examples import (
+    custom_add,
+    custom_matmul,
+    rms_norm,
+    scale_shift,
+    sincos,
+    torch_rms_norm,
+)
 
 
 def test_vector_add():
@@ -62,3 +70,18 @@ def test_scalars():
         result_shapes=[[40]],
     )
     torch.testing.assert_close(out, -(x * 0.5 + 3))
+
+
+def test_rms_norm():
+    rows, weight = torch.randn(3, 40), torch.randn(40)
+    out = run_checked(
+        rms_norm,
+        rows,
+        weight,
+        1e-6,
+        threads_per_grid=(32 * 3, 1, 1),
+        threads_per_thread_group=(32, 1, 1),
+        result_shapes=[[3, 40]],
+    )
+    # simd_sum adds the squares in another order than torch's mean: a few ulps.
+    torch.testing.assert_close(out, torch_rms_norm(rows, weight, 1e-6), rtol=1e-5, atol=1e-6)
