@@ -31,7 +31,7 @@ _TEMPLATE_DTYPES = {
 _COMPILE_ERROR = "MetalCompileError: "
 
 # Findings of debug mode that do not fail a launch (csrc/cpu/access_checker.h).
-_WARNING_KINDS = ("SIMD lockstep", "uninitialized read")
+_WARNING_KINDS = ("SIMD lockstep", "uninitialized read", "SIMD participation")
 
 # Relative and absolute tolerances per result dtype: torch.testing's defaults,
 # the rounding error of one or a few operations in that dtype. Integer and

@@ -29,7 +29,8 @@ _F32_2D = torch.empty(0, 0, dtype=torch.float32, device="meta")
 SPECIALIZATIONS: dict[str, tuple[TorchMetalKernel, tuple, list[int]]] = {
     "add": (kernels.add, (_F32_1D, _F32_1D), [1]),
     "tiled_matmul": (kernels.tiled_matmul, (_F32_2D, _F32_2D), [2]),
-    "tiled_matmul_no_barrier": (kernels.tiled_matmul_no_barrier, (_F32_2D, _F32_2D), [2]),
+    "tiled_matmul_as_loops": (kernels.tiled_matmul_as_loops, (_F32_2D, _F32_2D), [2]),
+    "simdgroup_gemm": (kernels.simdgroup_gemm, (_F32_2D, _F32_2D), [2]),
     "barrier_loop": (kernels.barrier_loop, (_F32_1D, 0), [1]),
 }
 

@@ -555,17 +555,18 @@ std::vector<DebugFinding> AccessChecker::findings() const {
             << ". Every thread must reach the same barrier; the CPU let them pass together, a "
                "GPU need not.";
         } else {
-          f.kind = "SIMD participation";
+          f.kind = kParticipationFinding;
           m << k << "lanes of SIMD-group " << r.a.thread / COREAI_CPU_SIMD_WIDTH
             << " of threadgroup " << group(r.a)
-            << " met in one SIMD-group exchange from different calls: lane "
+            << " reached different SIMD-group function calls at once: lane "
             << r.a.thread % COREAI_CPU_SIMD_WIDTH << " (thread_position_in_grid "
             << f.threads[0] << ") at " << f.lines[0] << " and lane "
             << r.b.thread % COREAI_CPU_SIMD_WIDTH << " (" << f.threads[1] << ") at "
             << f.lines[1]
-            << ". On a GPU each call runs over the lanes that reach it, so the results differ "
-               "from the CPU's; have every lane of the SIMD-group make the same call (mask "
-               "values instead of branching around it).";
+            << ". Each call runs over the lanes that reach it (Metal's active lanes), so a "
+               "reduction or shuffle written for the whole SIMD-group sees only part of it; if "
+               "that is not intended, have every lane make the same call (mask values instead "
+               "of branching around it).";
         }
         break;
       }

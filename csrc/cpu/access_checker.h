@@ -55,8 +55,13 @@ struct CheckedBuffer {
 // read threadgroup memory they never wrote in lanes whose values go unused.
 inline constexpr const char* kLockstepFinding = "SIMD lockstep";
 inline constexpr const char* kUninitializedFinding = "uninitialized read";
+// Lanes of one SIMD-group at different SIMD-group function calls at once:
+// Metal runs each call over the lanes that reach it, as the CPU does; a
+// warning, because code written for all lanes then computes something else.
+inline constexpr const char* kParticipationFinding = "SIMD participation";
 inline bool is_warning(const std::string& kind) {
-  return kind == kLockstepFinding || kind == kUninitializedFinding;
+  return kind == kLockstepFinding || kind == kUninitializedFinding ||
+         kind == kParticipationFinding;
 }
 
 // One problem found, in words.

@@ -35,17 +35,6 @@ size_t skip_angles(std::string_view s, const std::vector<Token>& t, size_t open)
   return t.size();
 }
 
-// Index just past the bracket, parenthesis or brace that closes tokens[open].
-size_t skip_group(std::string_view s, const std::vector<Token>& t, size_t open) {
-  int depth = 0;
-  for (size_t k = open; k < t.size(); ++k) {
-    const std::string_view w = text(s, t[k]);
-    if (w == "(" || w == "[" || w == "{") ++depth;
-    if ((w == ")" || w == "]" || w == "}") && --depth == 0) return k + 1;
-  }
-  return t.size();
-}
-
 // Tokens the address-space pass leaves alone: inside attributes
 // (`[[threadgroup(0)]]`) and inside the parameter lists of kernel functions
 // (`[[kernel]] void f(...)` or `kernel void f(...)`), which the launcher binds

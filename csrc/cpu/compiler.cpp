@@ -196,6 +196,26 @@ const std::vector<std::string>& kernel_compile_flags() {
   return flags;
 }
 
+const std::vector<std::string>& fiber_mode_flags() {
+  static const std::vector<std::string> flags{
+      "-DCOREAI_CPU_FIBER_MODE=1",
+      // A SIMD-group function operates over the lanes that call it together,
+      // so no call may move across control flow, nor may two be merged: the
+      // rule GPU compilers follow (coreai_msl/fiber_runtime.h).
+      "-fconvergent-functions",
+      // The rendezvous tells call sites apart by the chain of return
+      // addresses, which frame pointers and real calls keep.
+      "-fno-omit-frame-pointer",
+      "-fno-optimize-sibling-calls",
+  };
+  return flags;
+}
+
+const std::vector<std::string>& loop_mode_flags() {
+  static const std::vector<std::string> flags{"-DCOREAI_CPU_FIBER_MODE=0"};
+  return flags;
+}
+
 const std::vector<std::string>& debug_compile_flags() {
   static const std::vector<std::string> flags{
       "-DCOREAI_MSL_DEBUG=1",

@@ -18,6 +18,11 @@ struct Compiler {
 // machines) and no fast-math (kernels must round like the GPU's safe math).
 const std::vector<std::string>& kernel_compile_flags();
 
+// The flags a kernel that runs in fiber mode, or in loop mode, is compiled
+// with in addition (source_scan.h's needs_fibers decides).
+const std::vector<std::string>& fiber_mode_flags();
+const std::vector<std::string>& loop_mode_flags();
+
 // The flags a debug-mode kernel (option bit 0) is compiled with in addition.
 const std::vector<std::string>& debug_compile_flags();
 

@@ -59,46 +59,40 @@ void GroupRunner::release_large_stacks() {
   private_stack_.clear();
 }
 
-KernelExit GroupRunner::run(coreai_cpu_kernel_run_thread_fn run_thread, void* const* args,
+KernelExit GroupRunner::run(coreai_cpu_kernel_run_fibers_fn run_fibers, void* const* args,
                             const coreai_cpu_group& group, LaunchState& state,
                             size_t stack_bytes) {
   const uint32_t n = group.thread_count;
   if (n == 0) return KernelExit::Returned;
   use_stacks(n, stack_bytes);
-  threads_.resize(n);
-  const uint32_t simd_count = (n + COREAI_CPU_SIMD_WIDTH - 1) / COREAI_CPU_SIMD_WIDTH;
-  simds_.resize(simd_count);
-  for (uint32_t s = 0; s < simd_count; ++s) {
-    SimdGroup& sg = simds_[s];
-    sg.running = std::min<uint32_t>(COREAI_CPU_SIMD_WIDTH, n - s * COREAI_CPU_SIMD_WIDTH);
-    sg.waiting = 0;
-    sg.parity = 0;
-  }
+  lanes_.resize(n);
+  simds_.resize((n + COREAI_CPU_SIMD_WIDTH - 1) / COREAI_CPU_SIMD_WIDTH);
   uint32_t index = 0;
   for (uint32_t z = 0; z < group.size[2]; ++z) {
     for (uint32_t y = 0; y < group.size[1]; ++y) {
       for (uint32_t x = 0; x < group.size[0]; ++x, ++index) {
-        Thread& t = threads_[index];
+        coreai_cpu_lane& t = lanes_[index];
         t.info.position[0] = x;
         t.info.position[1] = y;
         t.info.position[2] = z;
         t.info.index = index;
-        t.status = Status::Runnable;
-        t.parity = 0;
-        // 64 colours of one cache line each span a 4 KiB page.
-        fiber_prepare(t.context, stacks_[index], &GroupRunner::fiber_main, this,
-                      (index % 64) * 64);
+        // 64 colours of one cache line each span a 4 KiB page: the hot top
+        // frames of the fibers do not all fall into one cache set.
+        t.stack_top = static_cast<char*>(stacks_[index].top()) - (index % 64) * 64;
+        t.stack_bottom = stacks_[index].bottom();
       }
     }
   }
-  run_thread_ = run_thread;
+  fibers_ = {};
+  fibers_.lanes = lanes_.data();
+  fibers_.simds = simds_.data();
+  fibers_.args = args;
+  fibers_.group = &group;
+  fibers_.thread_count = n;
+  run_fibers_ = run_fibers;
   args_ = args;
   group_ = &group;
   state_ = &state;
-  running_ = n;
-  at_barrier_ = 0;
-  stuck_ = false;
-  current_ = 0;
 
   KernelThread& thread = KernelThread::current();
   thread.set_stack_guards(guards_.data(), guards_.size());
@@ -106,13 +100,13 @@ KernelExit GroupRunner::run(coreai_cpu_kernel_run_thread_fn run_thread, void* co
   const KernelExit exit = thread.run(&GroupRunner::enter_fibers, this);
   tls_active = nullptr;
   thread.set_stack_guards(nullptr, 0);
-  if (exit == KernelExit::Returned && stuck_) report_stuck();
+  if (exit == KernelExit::Returned && fibers_.stuck != 0) report_stuck();
   return exit;
 }
 
 void GroupRunner::enter_fibers(void* runner) {
   auto* self = static_cast<GroupRunner*>(runner);
-  fiber_switch(self->main_, self->threads_[0].context);
+  self->run_fibers_(&self->fibers_);
 }
 
 KernelExit GroupRunner::run_group_on_private_stack(coreai_cpu_kernel_run_group_fn run_group,
@@ -128,151 +122,46 @@ KernelExit GroupRunner::run_group_on_private_stack(coreai_cpu_kernel_run_group_f
   run_group_ = run_group;
   args_ = args;
   group_ = &group;
-  threads_.resize(1);
-  fiber_prepare(threads_[0].context, private_stack_.back(), &GroupRunner::private_stack_main, this);
+  fiber_prepare(private_context_, private_stack_.back(), &GroupRunner::private_stack_main, this);
   KernelThread& thread = KernelThread::current();
   thread.set_stack_guards(&private_guard_, 1);
-  const KernelExit exit = thread.run(&GroupRunner::enter_fibers, this);
+  const KernelExit exit = thread.run(&GroupRunner::enter_private_stack, this);
   thread.set_stack_guards(nullptr, 0);
   return exit;
+}
+
+void GroupRunner::enter_private_stack(void* runner) {
+  auto* self = static_cast<GroupRunner*>(runner);
+  fiber_switch(self->main_, self->private_context_);
 }
 
 void GroupRunner::private_stack_main(void* runner) {
   auto* self = static_cast<GroupRunner*>(runner);
   self->run_group_(self->args_, self->group_);
-  fiber_switch(self->threads_[0].context, self->main_);
+  fiber_switch(self->private_context_, self->main_);
   __builtin_unreachable();  // never resumed
 }
 
-void GroupRunner::fiber_main(void* runner) {
-  auto* self = static_cast<GroupRunner*>(runner);
-  self->run_current_thread();
-  self->finish_current_thread();
-}
-
-void GroupRunner::run_current_thread() { run_thread_(args_, group_, &threads_[current_].info); }
-
-void GroupRunner::finish_current_thread() {
-  Thread& t = threads_[current_];
-  t.status = Status::Done;
-  --running_;
-  SimdGroup& sg = simds_[t.info.index / COREAI_CPU_SIMD_WIDTH];
-  --sg.running;
-  // The threads waiting for this one no longer need to.
-  if (at_barrier_ > 0 && at_barrier_ == running_) release_barrier();
-  if (sg.waiting > 0 && sg.waiting == sg.running) {
-    release_simd(t.info.index / COREAI_CPU_SIMD_WIDTH, /*include_current=*/false);
-  }
-  const int64_t next = next_runnable(current_);
-  if (next < 0) {
-    stuck_ = running_ > 0;
-    fiber_switch(t.context, main_);
-  } else {
-    current_ = static_cast<uint32_t>(next);
-    fiber_switch(t.context, threads_[current_].context);
-  }
-  __builtin_unreachable();  // a finished fiber is never resumed
-}
-
-int64_t GroupRunner::next_runnable(uint32_t from) const {
-  const uint32_t n = static_cast<uint32_t>(threads_.size());
-  for (uint32_t step = 1; step <= n; ++step) {
-    const uint32_t k = (from + step) % n;
-    if (threads_[k].status == Status::Runnable) return k;
-  }
-  return -1;
-}
-
-void GroupRunner::wait() {
-  const uint32_t me = current_;
-  const int64_t next = next_runnable(me);
-  if (next < 0) {
-    // Nobody can release this thread: abandon the group (its fibers are
-    // simply never resumed; their stacks are reused by the next group).
-    stuck_ = true;
-    fiber_switch(threads_[me].context, main_);
-    __builtin_unreachable();
-  }
-  current_ = static_cast<uint32_t>(next);
-  fiber_switch(threads_[me].context, threads_[current_].context);
-  current_ = me;  // resumed: whoever switched back to this fiber set it too
-}
-
 void GroupRunner::current_position(uint32_t out[3]) const {
-  const coreai_cpu_thread& t = threads_[current_].info;
+  const coreai_cpu_thread& t = lanes_[fibers_.current].info;
   for (int d = 0; d < 3; ++d) {
     out[d] = group_->position[d] * group_->dispatch_size[d] + t.position[d];
   }
 }
 
-void GroupRunner::release_barrier() {
-  for (Thread& t : threads_) {
-    if (t.status == Status::AtBarrier) t.status = Status::Runnable;
-  }
-  at_barrier_ = 0;
-}
-
-void GroupRunner::threadgroup_barrier() {
-  ++at_barrier_;
-  if (at_barrier_ == running_) {
-    release_barrier();  // last to arrive: carry on
-    return;
-  }
-  threads_[current_].status = Status::AtBarrier;
-  wait();
-}
-
-void GroupRunner::release_simd(uint32_t simd, bool include_current) {
-  SimdGroup& sg = simds_[simd];
-  uint32_t mask = 0;
-  const uint32_t first = simd * COREAI_CPU_SIMD_WIDTH;
-  const uint32_t end = std::min<uint32_t>(first + COREAI_CPU_SIMD_WIDTH, threads_.size());
-  for (uint32_t k = first; k < end; ++k) {
-    Thread& t = threads_[k];
-    if (t.status == Status::AtSimd) {
-      t.status = Status::Runnable;
-      mask |= 1u << (k - first);
-    }
-  }
-  if (include_current) mask |= 1u << (current_ - first);
-  sg.active_mask[sg.parity] = mask;
-  sg.waiting = 0;
-}
-
-coreai_cpu_simd_view GroupRunner::simd_exchange(const void* value, uint32_t size) {
-  Thread& t = threads_[current_];
-  const uint32_t simd = t.info.index / COREAI_CPU_SIMD_WIDTH;
-  const uint32_t lane = t.info.index % COREAI_CPU_SIMD_WIDTH;
-  SimdGroup& sg = simds_[simd];
-  const uint8_t parity = t.parity;
-  t.parity ^= 1;
-  if (sg.waiting == 0) sg.parity = parity;
-  if (size > 0) std::memcpy(sg.slots[parity][lane], value, size);
-  ++sg.waiting;
-  if (sg.waiting == sg.running) {
-    release_simd(simd, /*include_current=*/true);
-  } else {
-    t.status = Status::AtSimd;
-    wait();
-  }
-  return {&sg.slots[parity][0][0], sg.active_mask[parity], lane};
-}
-
 void GroupRunner::report_stuck() {
   uint32_t at_barrier = 0, at_simd = 0;
-  for (const Thread& t : threads_) {
-    at_barrier += t.status == Status::AtBarrier;
-    at_simd += t.status == Status::AtSimd;
+  for (const coreai_cpu_lane& t : lanes_) {
+    at_barrier += t.status == COREAI_CPU_AT_BARRIER;
+    at_simd += t.status == COREAI_CPU_AT_SIMD || t.status == COREAI_CPU_AT_LOCKSTEP;
   }
   std::ostringstream msg;
   msg << "kernel '" << state_->kernel() << "': the threads of threadgroup (" << group_->position[0]
       << ", " << group_->position[1] << ", " << group_->position[2]
       << ") cannot all make progress: " << at_barrier << " wait at threadgroup_barrier and "
       << at_simd
-      << " wait at a SIMD-group function or simdgroup_barrier for lanes that are elsewhere. "
-         "Every running thread of a group must reach the same barrier (and every running lane "
-         "of a SIMD-group the same SIMD-group function); the GPU leaves this undefined. The "
-         "group was abandoned.";
+      << " at a SIMD-group function or lockstep point, and none can run. The CPU backend's "
+         "scheduler should never get here; please report the kernel. The group was abandoned.";
   state_->fail(msg.str());
 }
 

@@ -104,6 +104,12 @@ std::vector<size_t> innermost_stride_entries(const KernelRecord& record) {
 // buffer parameters come in as pointers (a tensor's data, a scalar's address),
 // the metadata buffer last. Loop mode binds them once per group, outside the
 // loop over threads (see held_arg in entry.h); fiber mode binds them per thread.
+// Debug mode runs every kernel in fiber mode: its checks follow each thread
+// (access_checker.h).
+bool runs_in_fibers(const KernelRecord& record) {
+  return (record.options & kOptionDebug) != 0 || needs_fibers(record.source);
+}
+
 std::string entry_shim(const KernelRecord& record) {
   const size_t buffers = record.inputs.size() + record.results.size() + 1;  // + the metadata
   const size_t meta = buffers - 1;
@@ -116,9 +122,9 @@ std::string entry_shim(const KernelRecord& record) {
   const std::string held = each_buffer([&](size_t i) {
     return i == meta ? std::string("meta") : "held" + std::to_string(i) + ".get()";
   });
-  // Fiber-mode kernels (and debug mode) never run the group loop: no need to
-  // compile it twice.
-  const bool loop_mode = (record.options & kOptionDebug) == 0 && !needs_fibers(record.source);
+  // Loop mode exports the group loop (twice on x86-64), fiber mode the fiber
+  // runtime's entry: each library has only the code its mode runs.
+  const bool loop_mode = !runs_in_fibers(record);
   // View strides of 1 that the group loop is specialised for.
   const std::vector<size_t> unit =
       loop_mode ? innermost_stride_entries(record) : std::vector<size_t>{};
@@ -154,69 +160,74 @@ std::string entry_shim(const KernelRecord& record) {
     << "  *notes = coreai::threadgroup_note_list().notes;\n"
     << "  return coreai::threadgroup_note_list().count;\n}\n"
     << "}  // extern \"C\"\n"
-    << "namespace {\n"
-    << "[[gnu::always_inline]] inline void coreai_group_loop(void* const* a, "
-       "const coreai_cpu_group* group) {\n"
-    << "  const coreai_cpu_group g = *group;\n";
-  for (size_t i = 0; i < meta; ++i) {
-    s << "  const coreai::held_arg<coreai_param<" << i << ">> held" << i << "(a[" << i << "]);\n";
-  }
-  s << "  using coreai_meta_type = std::remove_pointer_t<coreai_param<" << meta << ">>;\n"
-    << "  if (g.meta_count <= coreai::kHeldMetaEntries) {\n"
-    << "    std::remove_cv_t<coreai_meta_type> meta[coreai::kHeldMetaEntries];\n"
-    << "    std::memcpy(meta, a[" << meta << "], g.meta_count * sizeof(coreai_meta_type));\n";
-  if (!unit.empty()) {
-    // Storing the constant 1 over entries that hold 1 changes nothing but
-    // what the compiler knows: contiguous views, hence vector loads/stores.
-    // Only entries inside the held copy: a longer buffer is read where it is.
-    const size_t last = *std::max_element(unit.begin(), unit.end());
-    s << "    if constexpr (" << last << " < coreai::kHeldMetaEntries) {\n"
-      << "      if (g.meta_count > " << last;
-    for (size_t k : unit) s << " && meta[" << k << "] == 1";
-    s << ") {\n       ";
-    for (size_t k : unit) s << " meta[" << k << "] = 1;";
-    s << "\n        coreai::for_each_thread(g, [&](const coreai_cpu_thread& t) { coreai_call("
-      << held << ", g, t); });\n"
-      << "        return;\n"
-      << "      }\n"
-      << "    }\n";
-  }
-  s << "    coreai::for_each_thread(g, [&](const coreai_cpu_thread& t) { coreai_call(" << held
-    << ", g, t); });\n"
-    << "  } else {\n"
-    << "    coreai_meta_type* const meta = static_cast<coreai_meta_type*>(a[" << meta << "]);\n"
-    << "    coreai::for_each_thread(g, [&](const coreai_cpu_thread& t) { coreai_call(" << held
-    << ", g, t); });\n"
-    << "  }\n}\n";
+    << "namespace {\n";
   if (loop_mode) {
+    s << "[[gnu::always_inline]] inline void coreai_group_loop(void* const* a, "
+         "const coreai_cpu_group* group) {\n"
+      << "  const coreai_cpu_group g = *group;\n";
+    for (size_t i = 0; i < meta; ++i) {
+      s << "  const coreai::held_arg<coreai_param<" << i << ">> held" << i << "(a[" << i << "]);\n";
+    }
+    s << "  using coreai_meta_type = std::remove_pointer_t<coreai_param<" << meta << ">>;\n"
+      << "  if (g.meta_count <= coreai::kHeldMetaEntries) {\n"
+      << "    std::remove_cv_t<coreai_meta_type> meta[coreai::kHeldMetaEntries];\n"
+      << "    std::memcpy(meta, a[" << meta << "], g.meta_count * sizeof(coreai_meta_type));\n";
+    if (!unit.empty()) {
+      // Storing the constant 1 over entries that hold 1 changes nothing but
+      // what the compiler knows: contiguous views, hence vector loads/stores.
+      // Only entries inside the held copy: a longer buffer is read where it is.
+      const size_t last = *std::max_element(unit.begin(), unit.end());
+      s << "    if constexpr (" << last << " < coreai::kHeldMetaEntries) {\n"
+        << "      if (g.meta_count > " << last;
+      for (size_t k : unit) s << " && meta[" << k << "] == 1";
+      s << ") {\n       ";
+      for (size_t k : unit) s << " meta[" << k << "] = 1;";
+      s << "\n        coreai::for_each_thread(g, [&](const coreai_cpu_thread& t) { coreai_call("
+        << held << ", g, t); });\n"
+        << "        return;\n"
+        << "      }\n"
+        << "    }\n";
+    }
+    s << "    coreai::for_each_thread(g, [&](const coreai_cpu_thread& t) { coreai_call(" << held
+      << ", g, t); });\n"
+      << "  } else {\n"
+      << "    coreai_meta_type* const meta = static_cast<coreai_meta_type*>(a[" << meta << "]);\n"
+      << "    coreai::for_each_thread(g, [&](const coreai_cpu_thread& t) { coreai_call(" << held
+      << ", g, t); });\n"
+      << "  }\n}\n";
     s << "#if COREAI_CPU_AVX2_GROUP_LOOP\n"
       << "[[gnu::target(\"avx2\")]] void coreai_group_loop_avx2(void* const* a, "
          "const coreai_cpu_group* g) {\n"
       << "  coreai_group_loop(a, g);\n}\n"
       << "#endif\n";
-  }
-  s << "}  // namespace\n"
-    << "extern \"C\" {\n"
-    << "COREAI_CPU_EXPORT void coreai_cpu_kernel_run_group(void* const* a, "
-       "const coreai_cpu_group* g) {\n";
-  if (loop_mode) {
-    s << "#if COREAI_CPU_AVX2_GROUP_LOOP\n"
+    s << "}  // namespace\n"
+      << "extern \"C\" {\n"
+      << "COREAI_CPU_EXPORT void coreai_cpu_kernel_run_group(void* const* a, "
+         "const coreai_cpu_group* g) {\n"
+      << "#if COREAI_CPU_AVX2_GROUP_LOOP\n"
       << "  if (__builtin_cpu_supports(\"avx2\")) {\n"
       << "    coreai_group_loop_avx2(a, g);\n"
       << "    return;\n"
       << "  }\n"
-      << "#endif\n";
+      << "#endif\n"
+      << "  coreai_group_loop(a, g);\n}\n"
+      << "}  // extern \"C\"\n";
+  } else {
+    // Fiber mode: the library runs the whole group (coreai_msl/fiber_runtime.h).
+    s << "void coreai_thread_body(void* const* a, const coreai_cpu_group* g, "
+         "const coreai_cpu_thread* t) {\n"
+      << "  coreai_call("
+      << each_buffer([](size_t i) {
+           return "coreai::bind_arg<coreai_param<" + std::to_string(i) + ">>(a[" +
+                  std::to_string(i) + "])";
+         })
+      << ", *g, *t);\n}\n"
+      << "}  // namespace\n"
+      << "extern \"C\" {\n"
+      << "COREAI_CPU_EXPORT void coreai_cpu_kernel_run_fibers(coreai_cpu_fibers* f) {\n"
+      << "  coreai::fiber::run_fibers<&coreai_thread_body>(f);\n}\n"
+      << "}  // extern \"C\"\n";
   }
-  s << "  coreai_group_loop(a, g);\n}\n"
-    << "COREAI_CPU_EXPORT void coreai_cpu_kernel_run_thread(void* const* a, "
-       "const coreai_cpu_group* g, const coreai_cpu_thread* t) {\n"
-    << "  coreai_call("
-    << each_buffer([](size_t i) {
-         return "coreai::bind_arg<coreai_param<" + std::to_string(i) + ">>(a[" +
-                std::to_string(i) + "])";
-       })
-    << ", *g, *t);\n}\n"
-    << "}  // extern \"C\"\n";
   return s.str();
 }
 
@@ -246,11 +257,15 @@ LoadResult load_library(const std::string& path, const KernelRecord& record,
   KernelLibrary lib;
   lib.handle = handle;  // closed again if the library is rejected below
   ++g_loaded;
-  lib.run_group = reinterpret_cast<coreai_cpu_kernel_run_group_fn>(
-      dlsym(handle, "coreai_cpu_kernel_run_group"));
-  lib.run_thread = reinterpret_cast<coreai_cpu_kernel_run_thread_fn>(
-      dlsym(handle, "coreai_cpu_kernel_run_thread"));
-  if (!abi || !init || !notes || !lib.run_group || !lib.run_thread) {
+  lib.fibers = runs_in_fibers(record);
+  if (lib.fibers) {
+    lib.run_fibers = reinterpret_cast<coreai_cpu_kernel_run_fibers_fn>(
+        dlsym(handle, "coreai_cpu_kernel_run_fibers"));
+  } else {
+    lib.run_group = reinterpret_cast<coreai_cpu_kernel_run_group_fn>(
+        dlsym(handle, "coreai_cpu_kernel_run_group"));
+  }
+  if (!abi || !init || !notes || (lib.fibers ? !lib.run_fibers : !lib.run_group)) {
     out.error = path + " lacks the coreai_cpu_kernel_* entry points";
   } else if (abi() != COREAI_CPU_ABI_VERSION) {
     out.error = path + " was built for kernel ABI " + std::to_string(abi()) + ", not " +
@@ -268,9 +283,6 @@ LoadResult load_library(const std::string& path, const KernelRecord& record,
     lib.threadgroup_variables.push_back(
         {noted[i].name, {noted[i].file, static_cast<int>(noted[i].line), 0}, noted[i].bytes});
   }
-  // Debug mode runs every kernel in fiber mode: its checks follow each
-  // thread (access_checker.h).
-  lib.fibers = (record.options & kOptionDebug) != 0 || needs_fibers(record.source);
   lib.stack = stack;
   lib.path = path;
   out.library.emplace(std::move(lib));
@@ -352,6 +364,9 @@ std::shared_ptr<const KernelLibrary> build(const KernelRecord& record) {
   if (fidelity) {
     flags.insert(flags.end(), fidelity_compile_flags().begin(), fidelity_compile_flags().end());
   }
+  const std::vector<std::string>& mode =
+      runs_in_fibers(record) ? fiber_mode_flags() : loop_mode_flags();
+  flags.insert(flags.end(), mode.begin(), mode.end());
   if (debug) {
     flags.insert(flags.end(), debug_compile_flags().begin(), debug_compile_flags().end());
   }
@@ -471,7 +486,7 @@ std::string translation_unit(const KernelRecord& record) {
 
 KernelLibrary::KernelLibrary(KernelLibrary&& other) noexcept
     : run_group(other.run_group),
-      run_thread(other.run_thread),
+      run_fibers(other.run_fibers),
       fibers(other.fibers),
       stack(other.stack),
       threadgroup_variables(std::move(other.threadgroup_variables)),

@@ -23,8 +23,8 @@ struct KernelLibrary {
   KernelLibrary(const KernelLibrary&) = delete;
   ~KernelLibrary();
 
-  coreai_cpu_kernel_run_group_fn run_group = nullptr;
-  coreai_cpu_kernel_run_thread_fn run_thread = nullptr;
+  coreai_cpu_kernel_run_group_fn run_group = nullptr;    // loop mode
+  coreai_cpu_kernel_run_fibers_fn run_fibers = nullptr;  // fiber mode
   bool fibers = false;      // the body synchronises threads: run it in fiber mode
   StackNeeds stack;         // stack its code needs, measured when it was compiled
   std::vector<ThreadgroupVariable> threadgroup_variables;  // as the library notes them

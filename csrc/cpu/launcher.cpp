@@ -23,7 +23,7 @@ namespace {
 
 // ---- services for kernel code (cpu_abi.h) ---------------------------------
 
-void report_loop_mode_call(const char* what) {
+void rt_report_loop_mode_call(const char* what) {
   KernelThread::Shield shield;  // allocates: see kernel_guard.h
   if (LaunchState* state = LaunchState::current()) {
     state->fail("kernel '" + state->kernel() + "' called " + what +
@@ -31,31 +31,6 @@ void report_loop_mode_call(const char* what) {
                 "SIMD-group or quad-group function in the source (is the name assembled by a "
                 "macro?). Write the call out by name so the kernel runs in fiber mode.");
   }
-}
-
-void rt_threadgroup_barrier() {
-  if (GroupRunner* runner = GroupRunner::active()) {
-    runner->threadgroup_barrier();
-  } else {
-    report_loop_mode_call("threadgroup_barrier");
-  }
-}
-
-void rt_simdgroup_barrier() {
-  if (GroupRunner* runner = GroupRunner::active()) {
-    runner->simd_exchange(nullptr, 0);
-  } else {
-    report_loop_mode_call("simdgroup_barrier");
-  }
-}
-
-coreai_cpu_simd_view rt_simd_exchange(const void* value, uint32_t size) {
-  if (GroupRunner* runner = GroupRunner::active()) return runner->simd_exchange(value, size);
-  report_loop_mode_call("a SIMD-group or quad-group function");
-  // Answer as a SIMD-group of one lane so the kernel can finish.
-  thread_local unsigned char slot[COREAI_CPU_SIMD_SLOT_BYTES];
-  if (size > 0) std::memcpy(slot, value, size);
-  return {slot, 1u, 0u};
 }
 
 void rt_report_out_of_bounds(const void* base, uint32_t rank, const int64_t* index,
@@ -274,7 +249,7 @@ void run_groups(const KernelLibrary& lib, void* const* ptrs, const LaunchArgs& a
       g.thread_count = g.size[0] * g.size[1] * g.size[2];
       KernelExit exit;
       if (lib.fibers) {
-        exit = runner->run(lib.run_thread, ptrs, g, state, fiber_stack);
+        exit = runner->run(lib.run_fibers, ptrs, g, state, fiber_stack);
       } else if (private_stack) {
         exit = runner->run_group_on_private_stack(lib.run_group, ptrs, g, loop_stack);
       } else {
@@ -393,9 +368,13 @@ std::string describe_findings(const LaunchState& state, std::vector<DebugFinding
 
 const coreai_cpu_runtime& runtime_table() {
   static const coreai_cpu_runtime table{
-      COREAI_CPU_ABI_VERSION,   &rt_threadgroup_barrier,  &rt_simdgroup_barrier,
-      &rt_simd_exchange,        &rt_report_out_of_bounds, &rt_report_division,
-      &rt_debug_access,         &rt_debug_sync,           &rt_debug_threadgroup_storage,
+      COREAI_CPU_ABI_VERSION,
+      &rt_report_loop_mode_call,
+      &rt_report_out_of_bounds,
+      &rt_report_division,
+      &rt_debug_access,
+      &rt_debug_sync,
+      &rt_debug_threadgroup_storage,
   };
   return table;
 }

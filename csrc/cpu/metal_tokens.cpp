@@ -8,6 +8,16 @@ namespace coreai_torch::cpu {
 bool is_ident_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool is_ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
+size_t skip_group(std::string_view s, const std::vector<Token>& t, size_t open) {
+  int depth = 0;
+  for (size_t k = open; k < t.size(); ++k) {
+    const std::string_view w = text(s, t[k]);
+    if (w == "(" || w == "[" || w == "{") ++depth;
+    if ((w == ")" || w == "]" || w == "}") && --depth == 0) return k + 1;
+  }
+  return t.size();
+}
+
 std::vector<Token> tokenize(std::string_view s, bool with_directives) {
   std::vector<Token> tokens;
   size_t i = 0;

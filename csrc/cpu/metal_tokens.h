@@ -33,6 +33,9 @@ std::vector<std::string_view> split_lines(std::string_view text);
 // after a parameter list or its qualifiers, and the blocks nested in it).
 std::vector<bool> in_function_bodies(std::string_view source, const std::vector<Token>& tokens);
 
+// Index just past the bracket, parenthesis or brace that closes tokens[open].
+size_t skip_group(std::string_view source, const std::vector<Token>& tokens, size_t open);
+
 bool is_ident_start(char c);
 bool is_ident_char(char c);
 

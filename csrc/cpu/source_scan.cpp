@@ -9,8 +9,9 @@
 namespace coreai_torch::cpu {
 
 std::string metal_to_cpp(std::string_view source) {
-  return rewrite_conversions(rewrite_half_literals(rewrite_address_spaces(drop_address_space_variants(
-      drop_metal_namespace_reopening(refuse_function_constants(rewrite_metal_pragmas(source)))))));
+  return rewrite_conversions(rewrite_half_literals(rewrite_address_spaces(
+      mark_threadgroup_accesses(drop_address_space_variants(drop_metal_namespace_reopening(
+          refuse_function_constants(rewrite_metal_pragmas(source))))))));
 }
 
 std::string refuse_function_constants(std::string_view source) {
@@ -50,6 +51,9 @@ std::string rewrite_metal_pragmas(std::string_view source) {
 }
 
 bool needs_fibers(std::string_view source) {
+  // Lanes of a SIMD-group may pass values through threadgroup memory in
+  // lockstep, without a barrier: only fiber mode keeps them in step.
+  if (declares_threadgroup_storage(source)) return true;
   const std::vector<Token> tokens = tokenize(source, true);
   for (size_t k = 0; k < tokens.size(); ++k) {
     if (tokens[k].kind != TokenKind::Identifier) continue;

@@ -26,6 +26,20 @@ std::string metal_to_cpp(std::string_view source);
 // the `[[kernel]]` function keep plain pointers: the launcher binds them.
 std::string rewrite_address_spaces(std::string_view source);
 
+// Lockstep accesses (coreai_msl/fiber_runtime.h). Each access to threadgroup
+// memory through a name the source declares as such (`threadgroup T a[N]`,
+// `threadgroup T* p`, and `auto q = p + k`) is wrapped by the kind of access
+// it is: `::coreai::tg_write(a)[i] = v` (an assignment), `tg_other(a)[i]`
+// (a compound assignment, an increment, a member function call, an argument
+// that a `threadgroup T&` parameter may bind), `tg_address(a)[i]` (under
+// `&`), else `tg_read(a)[i]`. The wrappers are the identity on anything but a
+// threadgroup pointer, so a name that means something else in another scope
+// is harmless. Runs before rewrite_address_spaces, which drops the words.
+std::string mark_threadgroup_accesses(std::string_view source);
+
+// True if the source declares threadgroup storage (an array or a variable).
+bool declares_threadgroup_storage(std::string_view source);
+
 // Metal overloads functions on the address space of a reference or of the
 // object (`T get() const thread` / `T get() const device`, `f(thread T&)` /
 // `f(device T&)`); C++ cannot, and on the CPU one version serves objects in
@@ -67,9 +81,9 @@ std::string refuse_function_constants(std::string_view source);
 std::string rewrite_half_literals(std::string_view source);
 
 // True if the source calls a barrier, a SIMD-group or quad-group function
-// (threadgroup_barrier, simd_*, quad_*, simdgroup_*), or names a cooperative
-// execution scope of MetalPerformancePrimitives (execution_simdgroup(s)): such
-// kernels need one fiber per thread.
+// (threadgroup_barrier, simd_*, quad_*, simdgroup_*), names a cooperative
+// execution scope of MetalPerformancePrimitives (execution_simdgroup(s)), or
+// declares threadgroup storage: such kernels need one fiber per thread.
 bool needs_fibers(std::string_view source);
 
 }  // namespace coreai_torch::cpu

@@ -48,8 +48,8 @@ StackNeeds measure_stack_needs(const std::string& su_text, const std::string& ke
   bool dynamic = false;
   for (const Frame& f : frames) {
     dynamic = dynamic || f.dynamic;
-    if (f.function == "coreai_cpu_kernel_run_thread") {
-      run_thread = f.bytes;
+    if (contains(f.function, "coreai_thread_body")) {
+      run_thread = f.bytes;  // fiber mode: what each thread's fiber runs
     } else if (f.function == "coreai_cpu_kernel_run_group") {
       run_group = f.bytes;
     } else if (contains(f.function, "coreai_group_loop")) {

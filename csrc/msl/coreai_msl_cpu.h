@@ -13,8 +13,9 @@
 #define COREAI_MSL_CPU_H
 
 // Version of the runtime headers (this file, coreai_msl/{tensor,sync,entry,
-// runtime,cpu_abi}.h); part of the JIT cache key along with COREAI_MSL_VERSION.
-#define COREAI_MSL_CPU_RUNTIME_VERSION 2
+// runtime,cpu_abi,fiber_runtime,target_cpu}.h); part of the JIT cache key along with
+// COREAI_MSL_VERSION.
+#define COREAI_MSL_CPU_RUNTIME_VERSION 3
 
 #include "coreai_msl/cooperative_tensor.h"
 #include "coreai_msl/core.h"

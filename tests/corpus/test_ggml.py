@@ -321,15 +321,10 @@ def _fa_kernel(kind: str, nsg: int) -> TorchMetalKernel:
 FA_KERNELS = {(kind, nsg): _fa_kernel(kind, nsg) for kind in FA_TYPES for nsg in (1, 2)}
 
 # With two SIMD-groups the kernel's final reduction has lane 0 write ss[0] and
-# ss[1] in the same step in which the other lanes read them, which is correct
-# only when the lanes run in lockstep (a barrier before the write makes the
-# CPU run agree with the reference to 3e-7).
-LOCKSTEP = pytest.mark.xfail(
-    strict=True,
-    reason="needs SIMD-group lockstep (issue 10, item 7): lane 0 rewrites ss[0..1] while the "
-    "other lanes of the reduction still read them, with no barrier in between",
-)
-FA_CASES = [pytest.param(kind, nsg, marks=LOCKSTEP if nsg > 1 else ()) for kind, nsg in FA_KERNELS]
+# ss[1] in the same step in which the other lanes read them, with no barrier
+# in between: correct because the lanes of a SIMD-group run in lockstep, which
+# fiber mode keeps for threadgroup memory (docs/cpu.md, "Lockstep").
+FA_CASES = list(FA_KERNELS)
 
 
 @pytest.mark.parametrize(("kind", "nsg"), FA_CASES)

@@ -504,22 +504,6 @@ def test_simdgroup_barrier_orders_threadgroup_memory_within_a_simdgroup() -> Non
     torch.testing.assert_close(out, x.view(4, 32).flip(1).reshape(128), rtol=0, atol=0)
 
 
-def test_divergent_synchronisation_is_reported_not_hung() -> None:
-    k = kernel(
-        "divergent_sync",
-        [Tensor("x")],
-        [Tensor("out")],
-        """
-        if (lane < 16) { out[id] = simd_sum(x[id]); }
-        else { threadgroup_barrier(mem_flags::mem_none); out[id] = 0.0f; }
-        """,
-        [("id", "uint", "thread_position_in_grid"), ("lane", "uint", "thread_index_in_simdgroup")],
-    )
-    x = torch.ones(32)
-    with pytest.raises(RuntimeError, match=r"kernel 'divergent_sync'.*threadgroup \(0, 0, 0\)"):
-        k(x, grid=(32, 1, 1), group=(32, 1, 1), shapes=[[32]])
-
-
 def test_synchronisation_hidden_from_the_source_scan_is_an_error() -> None:
     k = kernel(
         "hidden_call",

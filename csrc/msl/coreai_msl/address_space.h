@@ -24,11 +24,21 @@
 // space_ptr, since the CPU cannot tell which memory they point into; a
 // template parameter `device T*` is not deduced from one (write the type, as in
 // load<float>(&x[i]), or keep the tagged pointer).
+//
+// An element access through a threadgroup pointer is a lockstep access
+// (fiber_runtime.h). The source pass wraps the accesses whose kind it can
+// tell in tg_read / tg_write / tg_other / tg_address (below), which also give
+// the access's source position; the pointer's own *, -> and [] count as
+// accesses of unknown kind.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
+
+#include "call_site.h"
+#include "fiber_runtime.h"
 
 namespace metal {
 template <class T, int Cols, int Rows>
@@ -144,14 +154,17 @@ class space_ptr : public space_detail::base_of<T, S> {
   template <class U = T>
     requires(!std::is_void_v<U>)
   [[gnu::always_inline]] constexpr space_detail::loose_t<U>& operator*() const {
+    note_access();
     return *static_cast<space_detail::loose_t<U>*>(get());
   }
   [[gnu::always_inline]] constexpr space_detail::loose_t<T>* operator->() const {
+    note_access();
     return static_cast<space_detail::loose_t<T>*>(get());
   }
   template <class I, class U = T>
     requires(std::is_integral_v<I> && !std::is_void_v<U> && !std::is_array_v<U>)
   [[gnu::always_inline]] constexpr space_detail::loose_t<U>& operator[](I i) const {
+    note_access();
     return static_cast<space_detail::loose_t<U>*>(get())[i];
   }
   // A row of a multi-dimensional array decays to a pointer of the same address
@@ -218,6 +231,13 @@ class space_ptr : public space_detail::base_of<T, S> {
 
  private:
   [[gnu::always_inline]] constexpr void set(const T* p) { this->p_ = p; }
+  // An access the source pass did not classify (a pointer it did not see
+  // declared, a macro): a lockstep point of its own.
+  [[gnu::always_inline]] constexpr void note_access() const {
+    if constexpr (S == space::threadgroup_memory) {
+      if (!std::is_constant_evaluated()) coreai::lockstep::access(coreai::lockstep::other);
+    }
+  }
 };
 
 // What the address-space pass writes for `device T*`, `constant T*` and
@@ -243,5 +263,81 @@ template <class T, space S>
 template <class P>
 concept any_pointer = std::is_pointer_v<std::remove_cvref_t<P>> ||
                       is_space_ptr_v<std::remove_cvref_t<P>>;
+
+// ---- lockstep accesses to threadgroup memory ---------------------------------
+
+template <class P>
+inline constexpr bool is_threadgroup_ptr_v = false;
+template <class T>
+inline constexpr bool is_threadgroup_ptr_v<space_ptr<T, space::threadgroup_memory>> = true;
+
+// An access of kind K through a threadgroup pointer, at a known position in
+// the source: what tg_read(p)[i] and its kin are before the [i].
+template <class T, lockstep::kind K>
+class tg_access {
+ public:
+  [[gnu::always_inline]] constexpr tg_access(T* p, std::uint64_t order) : p_(p), order_(order) {}
+
+  template <class I, class U = T>
+    requires(std::is_integral_v<I> && !std::is_array_v<U>)
+  [[gnu::always_inline]] constexpr space_detail::loose_t<U>& operator[](I i) const {
+    note();
+    return static_cast<space_detail::loose_t<U>*>(p_)[i];
+  }
+  // A row of a multi-dimensional array: the access is its element's.
+  template <class I, class U = T>
+    requires(std::is_integral_v<I> && std::is_array_v<U>)
+  [[gnu::always_inline]] constexpr tg_access<std::remove_extent_t<U>, K> operator[](I i) const {
+    return tg_access<std::remove_extent_t<U>, K>(p_[i] + 0, order_);
+  }
+  [[gnu::always_inline]] constexpr space_detail::loose_t<T>& operator*() const {
+    note();
+    return *static_cast<space_detail::loose_t<T>*>(p_);
+  }
+  [[gnu::always_inline]] constexpr space_detail::loose_t<T>* operator->() const {
+    note();
+    return static_cast<space_detail::loose_t<T>*>(p_);
+  }
+
+ private:
+  [[gnu::always_inline]] constexpr void note() const {
+    if constexpr (K != lockstep::none) {
+      if (!std::is_constant_evaluated()) lockstep::access(K, order_);
+    }
+  }
+  T* p_;
+  std::uint64_t order_;
+};
+
+// What the source pass wraps around the name of threadgroup memory in an
+// access (csrc/cpu/source_scan.h): on a threadgroup pointer, the access of
+// that kind; on anything else (a name the pass took for threadgroup memory
+// that is not, in this scope), the operand itself.
+template <lockstep::kind K, class P>
+[[gnu::always_inline]] constexpr decltype(auto) tg_access_of(P&& p, simd::site at) {
+  using Q = std::remove_cvref_t<P>;
+  if constexpr (is_threadgroup_ptr_v<Q>) {
+    return tg_access<typename Q::element_type, K>(p.get(), at.order);
+  } else {
+    return std::forward<P>(p);
+  }
+}
+template <class P>
+[[gnu::always_inline]] constexpr decltype(auto) tg_read(P&& p, COREAI_CALL_SITE) {
+  return tg_access_of<lockstep::read>(std::forward<P>(p), at);
+}
+template <class P>
+[[gnu::always_inline]] constexpr decltype(auto) tg_write(P&& p, COREAI_CALL_SITE) {
+  return tg_access_of<lockstep::write>(std::forward<P>(p), at);
+}
+template <class P>
+[[gnu::always_inline]] constexpr decltype(auto) tg_other(P&& p, COREAI_CALL_SITE) {
+  return tg_access_of<lockstep::other>(std::forward<P>(p), at);
+}
+// `&p[i]`: an address, no access.
+template <class P>
+[[gnu::always_inline]] constexpr decltype(auto) tg_address(P&& p, COREAI_CALL_SITE) {
+  return tg_access_of<lockstep::none>(std::forward<P>(p), at);
+}
 
 }  // namespace coreai

@@ -116,10 +116,10 @@ inline member join() {
   if constexpr (std::is_same_v<Scope, execution_thread>) {
     return {0, 1};
   } else if constexpr (std::is_same_v<Scope, execution_simdgroup>) {
-    const coreai_cpu_simd_view v = coreai::simd::meet();
-    const std::uint32_t below = v.active_mask & ((std::uint32_t{1} << v.lane) - 1u);
+    const coreai::simd::lanes_state v = coreai::simd::meet(coreai::simd::site::here());
+    const std::uint32_t below = v.active & ((std::uint32_t{1} << v.lane) - 1u);
     return {static_cast<unsigned>(__builtin_popcount(below)),
-            static_cast<unsigned>(__builtin_popcount(v.active_mask))};
+            static_cast<unsigned>(__builtin_popcount(v.active))};
   } else {
     // Every thread publishes where its stack is, then ranks itself among the
     // published addresses. The list is emptied after a third barrier: nobody
@@ -143,7 +143,7 @@ inline member join() {
 template <class Scope>
 inline void sync() {
   if constexpr (std::is_same_v<Scope, execution_simdgroup>) {
-    coreai::simd::meet();
+    coreai::simd::meet(coreai::simd::site::here());
   } else if constexpr (!std::is_same_v<Scope, execution_thread>) {
     threadgroup_barrier(mem_flags::mem_threadgroup);
   }

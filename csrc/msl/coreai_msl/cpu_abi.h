@@ -11,12 +11,15 @@
 
 #include <stdint.h>
 
-#define COREAI_CPU_ABI_VERSION 5
+#define COREAI_CPU_ABI_VERSION 6
 
 // Metal's SIMD-group width on Apple GPUs; quad-groups are 4 lanes.
 #define COREAI_CPU_SIMD_WIDTH 32
 // Largest value a SIMD-group or quad function exchanges (a long4 / ulong4).
 #define COREAI_CPU_SIMD_SLOT_BYTES 32
+// Room for the result a SIMD-group computes once per exchange (an 8 x 8
+// float matrix, or one value per lane).
+#define COREAI_CPU_SIMD_COMBINED_BYTES 1024
 
 #ifdef __cplusplus
 extern "C" {
@@ -39,15 +42,72 @@ typedef struct coreai_cpu_thread {
   uint32_t index;        // thread_index_in_threadgroup (x fastest, over the actual size)
 } coreai_cpu_thread;
 
-// The values of one SIMD-group exchange, as seen by one lane after the
-// rendezvous: lane L's value is at slots + L * COREAI_CPU_SIMD_SLOT_BYTES and is
-// meaningful only when bit L of active_mask is set (lanes that exited or that
-// lie past the end of a partial SIMD-group are clear).
-typedef struct coreai_cpu_simd_view {
-  const unsigned char* slots;
-  uint32_t active_mask;
-  uint32_t lane;
-} coreai_cpu_simd_view;
+// ---- fiber mode --------------------------------------------------------------
+//
+// A kernel that synchronises runs one fiber per thread of a threadgroup, all
+// on one OS thread. The launcher maps the stacks and fills in a
+// coreai_cpu_fibers; the kernel library's coreai_cpu_kernel_run_fibers runs
+// the group to its end (fiber_runtime.h): barriers, SIMD-group functions and
+// the switches between fibers are the library's own code. The launcher reads
+// the state back to name the running thread in a fault and to notice a group
+// that could not finish.
+
+// What a thread is doing (coreai_cpu_lane::status).
+enum {
+  COREAI_CPU_RUNNABLE = 0,
+  COREAI_CPU_AT_BARRIER = 1,   // waits at threadgroup_barrier
+  COREAI_CPU_AT_SIMD = 2,      // waits at a SIMD-group or quad-group function
+  COREAI_CPU_AT_LOCKSTEP = 3,  // waits for its SIMD-group to catch up (lockstep)
+  COREAI_CPU_DONE = 4,         // returned
+};
+
+// One thread of a group in fiber mode.
+typedef struct coreai_cpu_lane {
+  void* context;            // saved context while suspended (fiber_switch.h)
+  void* stack_top;          // highest address of its stack (below the launcher's colour offset)
+  void* stack_bottom;       // lowest usable address of its stack
+  void* entry_frame;        // frame of its fiber's entry: where call-site walks stop
+  struct coreai_cpu_fibers* fibers;
+  coreai_cpu_thread info;
+  uint8_t status;           // COREAI_CPU_RUNNABLE, ...
+  uint8_t access;           // lockstep: kind of its threadgroup accesses since it last caught up
+  uint16_t reserved;
+} coreai_cpu_lane;
+
+// One SIMD-group of a group in fiber mode. A lane that reaches a SIMD-group
+// function publishes its value in `in` and waits; once no lane of the
+// SIMD-group can run, the waiting lanes of one call site are released
+// together, their values copied to `view` (the exchange's participants in
+// view_active), and the first of them to read computes the combined result
+// into `combined` once for all.
+typedef struct coreai_cpu_simdgroup {
+  uint32_t runnable;      // lanes that can run
+  uint32_t waiting;       // lanes waiting at a SIMD-group function (bit L: lane L)
+  uint32_t lockstep;      // lanes waiting at a lockstep point
+  uint32_t view_active;   // lanes of the exchange released last
+  uint32_t combined_ready;
+  uint32_t reserved;
+  uint64_t site[COREAI_CPU_SIMD_WIDTH];   // call site of each waiting lane
+  uint64_t order[COREAI_CPU_SIMD_WIDTH];  // source position of that call
+  unsigned char in[COREAI_CPU_SIMD_WIDTH][COREAI_CPU_SIMD_SLOT_BYTES];
+  unsigned char view[COREAI_CPU_SIMD_WIDTH][COREAI_CPU_SIMD_SLOT_BYTES];
+  unsigned char combined[COREAI_CPU_SIMD_COMBINED_BYTES] __attribute__((aligned(64)));
+} coreai_cpu_simdgroup;
+
+// One threadgroup in fiber mode.
+typedef struct coreai_cpu_fibers {
+  coreai_cpu_lane* lanes;         // thread_count, in thread_index_in_threadgroup order
+  coreai_cpu_simdgroup* simds;    // ceil(thread_count / 32)
+  void* const* args;              // the kernel's arguments
+  const coreai_cpu_group* group;
+  void* main_context;             // the launcher's context while the fibers run
+  uint32_t thread_count;
+  uint32_t running;               // threads that have not returned
+  uint32_t at_barrier;            // threads waiting at threadgroup_barrier
+  uint32_t current;               // index of the running thread
+  uint32_t stuck;                 // set when no thread could run but some had not returned
+  uint32_t reserved;
+} coreai_cpu_fibers;
 
 // One threadgroup variable of a kernel library, as its source declares it
 // (threadgroup_notes.h): noted when the library is loaded, for the check of
@@ -84,13 +144,10 @@ typedef struct coreai_cpu_threadgroup_storage {
 // once, right after it is loaded.
 typedef struct coreai_cpu_runtime {
   uint32_t abi_version;
-  // Waits until every thread of the threadgroup that is still running arrives.
-  void (*threadgroup_barrier)(void);
-  // Waits until every still-running lane of the caller's SIMD-group arrives.
-  void (*simdgroup_barrier)(void);
-  // Publishes `size` bytes from `value` as the caller's lane value, waits for
-  // the SIMD-group's running lanes, and returns everyone's values.
-  coreai_cpu_simd_view (*simd_exchange)(const void* value, uint32_t size);
+  // Kernel code called a barrier, SIMD-group or quad-group function (named by
+  // `what`) outside fiber mode: the source scan missed it (a name assembled by
+  // a macro). The launch fails with a message that says so.
+  void (*report_loop_mode_call)(const char* what);
   // Debug mode: a tensor view at `base` was indexed outside its extents
   // (index and extents in Metal order, `rank` entries each) by the thread at
   // `thread_position` (thread_position_in_grid, 3 entries; in fiber mode the
@@ -127,9 +184,9 @@ typedef uint32_t (*coreai_cpu_kernel_threadgroup_notes_fn)(
     const coreai_cpu_threadgroup_note** notes);
 // Runs every thread of one threadgroup in turn (loop mode).
 typedef void (*coreai_cpu_kernel_run_group_fn)(void* const* args, const coreai_cpu_group* group);
-// Runs one thread (fiber mode: called on the thread's own fiber).
-typedef void (*coreai_cpu_kernel_run_thread_fn)(void* const* args, const coreai_cpu_group* group,
-                                                const coreai_cpu_thread* thread);
+// Runs every thread of one threadgroup on the fibers the launcher prepared
+// (fiber mode); returns when all have returned or none can run.
+typedef void (*coreai_cpu_kernel_run_fibers_fn)(coreai_cpu_fibers* fibers);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -235,10 +235,10 @@ inline void reduce(const metal::cooperative_tensor<E, SX, SL>& source,
     };
     for (int i = 0; i < source.get_capacity(); ++i) {
       const entry mine{source[i], key(i), source.get_mask(i)};
-      const coreai_cpu_simd_view v = coreai::simd::exchange(mine);
+      const coreai::simd::cpu::view v = coreai::simd::cpu::exchange(mine, coreai::simd::site::here());
       for (unsigned lane = 0; lane < coreai::simd::kWidth; ++lane) {
-        if (!coreai::simd::active(v, lane)) continue;
-        const entry e = coreai::simd::value_of<entry>(v, lane);
+        if (!coreai::simd::cpu::active(v, lane)) continue;
+        const entry e = coreai::simd::cpu::value_of<entry>(v, lane);
         if (!e.valid) continue;
         for (int j = 0; j < destination.get_capacity(); ++j) {
           if (owned_key(j) == e.key) destination[j] = combine(op, destination[j], e.value);

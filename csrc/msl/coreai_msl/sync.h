@@ -1,29 +1,42 @@
-// Barriers, SIMD-group functions and quad-group functions for the CPU backend.
+// Barriers, SIMD-group functions and quad-group functions.
 //
-// Kernels that call any of these run in fiber mode: one fiber per thread of a
-// threadgroup, all on one OS thread. A barrier or a SIMD-group function hands
-// control to the launcher (cpu_abi.h), which resumes the other fibers until the
-// ones that must meet have arrived. Only threads that are still running are
-// waited for, so barriers inside bounds checks and after an early `return` of
-// other threads behave as on the GPU.
+// The Metal functions are written once, here, over a handful of primitives
+// that the target provides in namespace coreai::simd (target_cpu.h: fibers
+// that meet at a rendezvous):
 //
-// SIMD-groups are 32 lanes wide, lane = thread_index_in_threadgroup % 32. A
-// SIMD-group function publishes each lane's value, meets the running lanes of
-// its SIMD-group, then every lane computes its own result from all values.
-// Lanes that have exited (or lie past the end of a partial SIMD-group) take no
-// part: reductions skip them and a shuffle that reads one returns the caller's
-// own value. simd_sum and simd_product add in the xor-butterfly order (lane
-// distance 1, 2, 4, 8, 16), which is how the GPU reduces, so float results round
-// the same way.
+//   meet(at)                        the caller's lane and the mask of active lanes
+//   fetch(value, source, at)        every active lane publishes `value` and reads the
+//                                   one of lane source(lane, active); `found` is false
+//                                   (and the value the caller's own) when that lane
+//                                   is not active
+//   reduce(value, width, op, at)    op over the active lanes of the caller's aligned
+//                                   chunk of `width` lanes (32: the SIMD-group, 4: the
+//                                   quad-group), pairing neighbours at distance 1, 2,
+//                                   4 ... (the xor butterfly); inactive lanes are skipped
+//   scan(value, width, inclusive, identity, op, at)
+//                                   op over the active lanes of the chunk up to the
+//                                   caller, in lane order
+//   ballot(predicate, width, at)    the predicate bits of the chunk's active lanes
+//   threadgroup_barrier(), simdgroup_barrier(at)   (namespace coreai::target)
+//
+// `at` is the source position of the user's call (call_site.h): every Metal
+// function here takes it as a defaulted last argument, so a target that
+// groups lanes by call site can order the sites as the source does.
+//
+// SIMD-groups are 32 lanes wide, lane = thread_index_in_threadgroup % 32.
+// Active lanes are the ones executing the call (Metal Shading Language
+// specification, 6.9.2 "SIMD-Group Functions"): lanes that have exited, lie
+// past the end of a partial SIMD-group, or that control flow took elsewhere,
+// take no part. A shuffle that reads one returns the caller's own value.
+// simd_sum and simd_product add in the xor-butterfly order, so float results
+// round the same way on the CPU and the GPU.
 #ifndef COREAI_MSL_SYNC_H
 #define COREAI_MSL_SYNC_H
 
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
 
-#include "cpu_abi.h"
-#include "runtime.h"
+#include "call_site.h"
 
 namespace metal {
 
@@ -42,25 +55,32 @@ constexpr mem_flags operator&(mem_flags a, mem_flags b) {
   return static_cast<mem_flags>(static_cast<unsigned>(a) & static_cast<unsigned>(b));
 }
 
-// All fibers of a threadgroup share one OS thread, so program order already
-// makes every write visible to the threads resumed after the barrier; the
-// memory flags need no extra fence.
-inline void threadgroup_barrier(mem_flags = mem_flags::mem_none) {
-  COREAI_MSL_DEBUG_SYNC(COREAI_CPU_SYNC_THREADGROUP_BARRIER, 0);
-  coreai::g_runtime->threadgroup_barrier();
-  COREAI_MSL_DEBUG_SYNC(COREAI_CPU_SYNC_THREADGROUP_BARRIER, 1);
-}
-inline void simdgroup_barrier(mem_flags = mem_flags::mem_none) {
-  COREAI_MSL_DEBUG_SYNC(COREAI_CPU_SYNC_SIMDGROUP_BARRIER, 0);
-  coreai::g_runtime->simdgroup_barrier();
-  COREAI_MSL_DEBUG_SYNC(COREAI_CPU_SYNC_SIMDGROUP_BARRIER, 1);
-}
-
 }  // namespace metal
 
 namespace coreai::simd {
 
-inline constexpr unsigned kWidth = COREAI_CPU_SIMD_WIDTH;
+inline constexpr unsigned kWidth = 32;
+inline constexpr unsigned kQuadWidth = 4;
+
+// What meet() answers: the caller's lane and the active lanes (bit L: lane L).
+struct lanes_state {
+  unsigned lane;
+  std::uint32_t active;
+};
+
+// What fetch() answers.
+template <class T>
+struct fetched {
+  T value;
+  bool found;
+  unsigned lane;  // the caller's
+};
+
+// What ballot() answers, both relative to the first lane of the chunk.
+struct ballot_bits {
+  std::uint32_t bits;    // predicate true, lane active
+  std::uint32_t active;  // lane active
+};
 
 // Lane count of a clang ext_vector_type, 1 for a scalar.
 template <class T>
@@ -74,39 +94,13 @@ struct lanes<E __attribute__((ext_vector_type(N)))> {
   using element = E;
 };
 
-template <class T>
-inline coreai_cpu_simd_view exchange(const T& value) {
-  static_assert(sizeof(T) <= COREAI_CPU_SIMD_SLOT_BYTES,
-                "SIMD-group functions take scalars and vectors of at most 32 bytes");
-  static_assert(std::is_trivially_copyable_v<T>, "SIMD-group functions take scalars and vectors");
-  COREAI_MSL_DEBUG_SYNC(COREAI_CPU_SYNC_SIMD_FUNCTION, 0);
-  const coreai_cpu_simd_view view = coreai::g_runtime->simd_exchange(&value, sizeof(T));
-  COREAI_MSL_DEBUG_SYNC(COREAI_CPU_SYNC_SIMD_FUNCTION, 1);
-  return view;
+inline bool is_active(std::uint32_t active, unsigned lane) {
+  return lane < kWidth && ((active >> lane) & 1u) != 0;
 }
 
-inline coreai_cpu_simd_view meet() {
-  COREAI_MSL_DEBUG_SYNC(COREAI_CPU_SYNC_SIMD_FUNCTION, 0);
-  const coreai_cpu_simd_view view = coreai::g_runtime->simd_exchange(nullptr, 0);
-  COREAI_MSL_DEBUG_SYNC(COREAI_CPU_SYNC_SIMD_FUNCTION, 1);
-  return view;
-}
-
-inline bool active(const coreai_cpu_simd_view& v, unsigned lane) {
-  return lane < kWidth && ((v.active_mask >> lane) & 1u) != 0;
-}
-
-template <class T>
-inline T value_of(const coreai_cpu_simd_view& v, unsigned lane) {
-  T out;
-  std::memcpy(&out, v.slots + lane * COREAI_CPU_SIMD_SLOT_BYTES, sizeof(T));
-  return out;
-}
-
-// The value lane `source` published, or the caller's own when that lane is not active.
-template <class T>
-inline T read_or_own(const coreai_cpu_simd_view& v, unsigned source, const T& own) {
-  return active(v, source) ? value_of<T>(v, source) : own;
+// The lowest set bit's lane; `bits` is not zero.
+inline unsigned first_lane(std::uint32_t bits) {
+  return static_cast<unsigned>(__builtin_ctz(bits));
 }
 
 // Element-wise application of a scalar binary function to scalars or vectors.
@@ -162,62 +156,24 @@ template <class T>
 inline constexpr bool is_integer_value = std::is_integral_v<typename lanes<T>::element> &&
                                          !std::is_same_v<typename lanes<T>::element, bool>;
 
-// Reduction over `width` lanes starting at `first`, pairing neighbours at
-// distance 1, 2, 4, ... (the xor butterfly); inactive lanes are skipped.
-template <class T, class Op>
-inline T reduce(const coreai_cpu_simd_view& v, unsigned first, unsigned width, Op op) {
-  T values[kWidth];
-  bool present[kWidth];
-  for (unsigned i = 0; i < width; ++i) {
-    present[i] = active(v, first + i);
-    if (present[i]) values[i] = value_of<T>(v, first + i);
-  }
-  for (unsigned step = 1; step < width; step *= 2) {
-    for (unsigned i = 0; i + step < width; i += 2 * step) {
-      if (present[i] && present[i + step]) {
-        values[i] = op(values[i], values[i + step]);
-      } else if (present[i + step]) {
-        values[i] = values[i + step];
-        present[i] = true;
-      }
-    }
-  }
-  return values[0];  // every call site has at least the caller's own lane active
-}
-
-// Scan over the active lanes of [first, v.lane] (inclusive) or [first, v.lane).
-template <class T, class Op>
-inline T scan(const coreai_cpu_simd_view& v, unsigned first, bool inclusive, T identity, Op op) {
-  T acc = identity;
-  const unsigned end = inclusive ? v.lane + 1 : v.lane;
-  for (unsigned i = first; i < end; ++i) {
-    if (active(v, i)) acc = op(acc, value_of<T>(v, i));
-  }
-  return acc;
-}
-
-inline unsigned first_active(const coreai_cpu_simd_view& v, unsigned first, unsigned width) {
-  for (unsigned i = first; i < first + width; ++i) {
-    if (active(v, i)) return i;
-  }
-  return v.lane;
-}
-
-inline std::uint64_t ballot_bits(const coreai_cpu_simd_view& v, unsigned first, unsigned width) {
-  std::uint64_t bits = 0;
-  for (unsigned i = first; i < first + width; ++i) {
-    if (active(v, i) && value_of<bool>(v, i)) bits |= std::uint64_t{1} << (i - first);
-  }
-  return bits;
-}
-
-inline std::uint64_t active_bits(const coreai_cpu_simd_view& v, unsigned first, unsigned width) {
-  return (static_cast<std::uint64_t>(v.active_mask) >> first) & ((std::uint64_t{1} << width) - 1);
-}
-
 }  // namespace coreai::simd
 
+#include "target_cpu.h"
+
 namespace metal {
+
+// COREAI_MSL_DEBUG_SYNC: debug mode's checks of synchronisation (runtime.h).
+inline void threadgroup_barrier(mem_flags = mem_flags::mem_none) {
+  COREAI_MSL_DEBUG_SYNC(COREAI_CPU_SYNC_THREADGROUP_BARRIER, 0);
+  coreai::target::threadgroup_barrier();
+  COREAI_MSL_DEBUG_SYNC(COREAI_CPU_SYNC_THREADGROUP_BARRIER, 1);
+}
+inline void simdgroup_barrier(mem_flags = mem_flags::mem_none,
+                              COREAI_CALL_SITE) {
+  COREAI_MSL_DEBUG_SYNC(COREAI_CPU_SYNC_SIMDGROUP_BARRIER, 0);
+  coreai::target::simdgroup_barrier(at);
+  COREAI_MSL_DEBUG_SYNC(COREAI_CPU_SYNC_SIMDGROUP_BARRIER, 1);
+}
 
 // The result of simd_ballot: one bit per lane of the SIMD-group.
 class simd_vote {
@@ -250,319 +206,328 @@ class quad_vote {
   vote_t active_;
 };
 
-// ---- SIMD-group functions (32 lanes) --------------------------------------
+}  // namespace metal
 
-template <class T>
-inline T simd_sum(T data) {
-  return coreai::simd::reduce<T>(coreai::simd::exchange(data), 0, 32, coreai::simd::sum_op{});
-}
-template <class T>
-inline T simd_product(T data) {
-  return coreai::simd::reduce<T>(coreai::simd::exchange(data), 0, 32, coreai::simd::product_op{});
-}
-template <class T>
-inline T simd_min(T data) {
-  return coreai::simd::reduce<T>(coreai::simd::exchange(data), 0, 32, coreai::simd::min_op{});
-}
-template <class T>
-inline T simd_max(T data) {
-  return coreai::simd::reduce<T>(coreai::simd::exchange(data), 0, 32, coreai::simd::max_op{});
-}
-template <class T>
-inline T simd_and(T data) {
-  static_assert(coreai::simd::is_integer_value<T>, "simd_and takes integer scalars or vectors");
-  return coreai::simd::reduce<T>(coreai::simd::exchange(data), 0, 32, coreai::simd::and_op{});
-}
-template <class T>
-inline T simd_or(T data) {
-  static_assert(coreai::simd::is_integer_value<T>, "simd_or takes integer scalars or vectors");
-  return coreai::simd::reduce<T>(coreai::simd::exchange(data), 0, 32, coreai::simd::or_op{});
-}
-template <class T>
-inline T simd_xor(T data) {
-  static_assert(coreai::simd::is_integer_value<T>, "simd_xor takes integer scalars or vectors");
-  return coreai::simd::reduce<T>(coreai::simd::exchange(data), 0, 32, coreai::simd::xor_op{});
+namespace coreai::simd {
+
+// The value of lane source(lane, active), or the caller's own when that lane
+// is not active.
+template <class T, class Source>
+inline T read_or_own(const T& value, Source source, site at) {
+  const fetched<T> r = fetch(value, source, at);
+  return r.found ? r.value : value;
 }
 
-template <class T>
-inline T simd_prefix_inclusive_sum(T data) {
-  return coreai::simd::scan<T>(coreai::simd::exchange(data), 0, true, T(0), coreai::simd::sum_op{});
-}
-template <class T>
-inline T simd_prefix_exclusive_sum(T data) {
-  return coreai::simd::scan<T>(coreai::simd::exchange(data), 0, false, T(0),
-                               coreai::simd::sum_op{});
-}
-template <class T>
-inline T simd_prefix_inclusive_product(T data) {
-  return coreai::simd::scan<T>(coreai::simd::exchange(data), 0, true, T(1),
-                               coreai::simd::product_op{});
-}
-template <class T>
-inline T simd_prefix_exclusive_product(T data) {
-  return coreai::simd::scan<T>(coreai::simd::exchange(data), 0, false, T(1),
-                               coreai::simd::product_op{});
-}
-
-template <class T>
-inline T simd_shuffle(T data, unsigned short simd_lane_id) {
-  return coreai::simd::read_or_own(coreai::simd::exchange(data), simd_lane_id, data);
-}
-template <class T>
-inline T simd_broadcast(T data, unsigned short broadcast_lane_id) {
-  return coreai::simd::read_or_own(coreai::simd::exchange(data), broadcast_lane_id, data);
-}
-template <class T>
-inline T simd_broadcast_first(T data) {
-  const auto v = coreai::simd::exchange(data);
-  return coreai::simd::value_of<T>(v, coreai::simd::first_active(v, 0, 32));
-}
-// Lanes below `delta` keep their own value (no wrap-around).
-template <class T>
-inline T simd_shuffle_up(T data, unsigned short delta) {
-  const auto v = coreai::simd::exchange(data);
-  return v.lane >= delta ? coreai::simd::read_or_own(v, v.lane - delta, data) : data;
-}
-// Lanes whose source lies past lane 31 keep their own value.
-template <class T>
-inline T simd_shuffle_down(T data, unsigned short delta) {
-  const auto v = coreai::simd::exchange(data);
-  return coreai::simd::read_or_own(v, v.lane + delta, data);
-}
-template <class T>
-inline T simd_shuffle_xor(T data, unsigned short mask) {
-  const auto v = coreai::simd::exchange(data);
-  return coreai::simd::read_or_own(v, v.lane ^ mask, data);
-}
-template <class T>
-inline T simd_shuffle_rotate_up(T data, unsigned short delta) {
-  const auto v = coreai::simd::exchange(data);
-  return coreai::simd::read_or_own(v, (v.lane + 32u - (delta % 32u)) % 32u, data);
-}
-template <class T>
-inline T simd_shuffle_rotate_down(T data, unsigned short delta) {
-  const auto v = coreai::simd::exchange(data);
-  return coreai::simd::read_or_own(v, (v.lane + delta) % 32u, data);
+// The start of the caller's `modulo`-lane chunk inside its `width`-lane group.
+inline unsigned modulo_base(unsigned lane, unsigned modulo, unsigned width) {
+  const unsigned group = lane & ~(width - 1);
+  const unsigned local = lane - group;
+  return group + (local - local % modulo);
 }
 
 // Lanes whose source lies below lane 0 of their `modulo`-lane chunk take
-// filling_data from the top `delta` lanes of the chunk instead.
+// `filling` from the top `delta` lanes of the chunk instead. Both values are
+// fetched on every lane, whichever one the lane then keeps.
 template <class T>
-inline T simd_shuffle_and_fill_up(T data, T filling_data, unsigned short delta,
-                                  unsigned short modulo) {
-  // Two exchanges: a (data, filling) pair may not fit one slot. The slots of
-  // an exchange hold until the lanes' next exchange but one, and a lane resumed
-  // after the second exchange may find the others already past it, writing the
-  // first one's slot set again: so the data is read before the second exchange.
-  const auto d = coreai::simd::exchange(data);
-  const unsigned base = d.lane - d.lane % modulo, j = d.lane % modulo;
-  const T shifted = j >= delta ? coreai::simd::read_or_own(d, base + j - delta, data) : data;
-  const auto f = coreai::simd::exchange(filling_data);
-  if (j >= delta) return shifted;
-  return coreai::simd::active(f, base + modulo - delta + j)
-             ? coreai::simd::value_of<T>(f, base + modulo - delta + j)
-             : data;
-}
-template <class T>
-inline T simd_shuffle_and_fill_up(T data, T filling_data, unsigned short delta) {
-  return simd_shuffle_and_fill_up(data, filling_data, delta, 32);
-}
-// Lanes whose source lies past the end of their `modulo`-lane chunk take
-// filling_data from the bottom `delta` lanes of the chunk instead.
-template <class T>
-inline T simd_shuffle_and_fill_down(T data, T filling_data, unsigned short delta,
-                                    unsigned short modulo) {
-  // The data is read before the second exchange (simd_shuffle_and_fill_up).
-  const auto d = coreai::simd::exchange(data);
-  const unsigned base = d.lane - d.lane % modulo, j = d.lane % modulo;
-  const T shifted =
-      j + delta < modulo ? coreai::simd::read_or_own(d, base + j + delta, data) : data;
-  const auto f = coreai::simd::exchange(filling_data);
-  if (j + delta < modulo) return shifted;
-  return coreai::simd::active(f, base + j + delta - modulo)
-             ? coreai::simd::value_of<T>(f, base + j + delta - modulo)
-             : data;
-}
-template <class T>
-inline T simd_shuffle_and_fill_down(T data, T filling_data, unsigned short delta) {
-  return simd_shuffle_and_fill_down(data, filling_data, delta, 32);
+inline T shuffle_and_fill_up(T data, T filling, unsigned delta, unsigned modulo, unsigned width, site at) {
+  const fetched<T> d = fetch(data, [=](unsigned lane, std::uint32_t) {
+    const unsigned base = modulo_base(lane, modulo, width), j = lane - base;
+    return j >= delta ? base + j - delta : lane;
+  }, at);
+  const fetched<T> f = fetch(filling, [=](unsigned lane, std::uint32_t) {
+    const unsigned base = modulo_base(lane, modulo, width), j = lane - base;
+    return base + modulo - delta + j;
+  }, at);
+  const unsigned j = d.lane - modulo_base(d.lane, modulo, width);
+  if (j >= delta) return d.found ? d.value : data;
+  return f.found ? f.value : data;
 }
 
-inline simd_vote simd_ballot(bool expr) {
-  const auto v = coreai::simd::exchange(expr);
-  return simd_vote(coreai::simd::ballot_bits(v, 0, 32), coreai::simd::active_bits(v, 0, 32));
+// Lanes whose source lies past the end of their `modulo`-lane chunk take
+// `filling` from the bottom `delta` lanes of the chunk instead.
+template <class T>
+inline T shuffle_and_fill_down(T data, T filling, unsigned delta, unsigned modulo, unsigned width, site at) {
+  const fetched<T> d = fetch(data, [=](unsigned lane, std::uint32_t) {
+    const unsigned base = modulo_base(lane, modulo, width), j = lane - base;
+    return j + delta < modulo ? base + j + delta : lane;
+  }, at);
+  const fetched<T> f = fetch(filling, [=](unsigned lane, std::uint32_t) {
+    const unsigned base = modulo_base(lane, modulo, width), j = lane - base;
+    return base + j + delta - modulo;
+  }, at);
+  const unsigned j = d.lane - modulo_base(d.lane, modulo, width);
+  if (j + delta < modulo) return d.found ? d.value : data;
+  return f.found ? f.value : data;
 }
-inline simd_vote simd_active_threads_mask() {
-  const auto v = coreai::simd::meet();
-  const auto active = coreai::simd::active_bits(v, 0, 32);
-  return simd_vote(active, active);
+
+}  // namespace coreai::simd
+
+namespace metal {
+
+// ---- SIMD-group functions (32 lanes) --------------------------------------
+
+template <class T>
+inline T simd_sum(T data, COREAI_CALL_SITE) {
+  return coreai::simd::reduce(data, 32, coreai::simd::sum_op{}, at);
 }
-inline bool simd_all(bool expr) { return simd_ballot(expr).all(); }
-inline bool simd_any(bool expr) { return simd_ballot(expr).any(); }
-inline bool simd_is_first() {
-  const auto v = coreai::simd::meet();
-  return coreai::simd::first_active(v, 0, 32) == v.lane;
+template <class T>
+inline T simd_product(T data, COREAI_CALL_SITE) {
+  return coreai::simd::reduce(data, 32, coreai::simd::product_op{}, at);
+}
+template <class T>
+inline T simd_min(T data, COREAI_CALL_SITE) {
+  return coreai::simd::reduce(data, 32, coreai::simd::min_op{}, at);
+}
+template <class T>
+inline T simd_max(T data, COREAI_CALL_SITE) {
+  return coreai::simd::reduce(data, 32, coreai::simd::max_op{}, at);
+}
+template <class T>
+inline T simd_and(T data, COREAI_CALL_SITE) {
+  static_assert(coreai::simd::is_integer_value<T>, "simd_and takes integer scalars or vectors");
+  return coreai::simd::reduce(data, 32, coreai::simd::and_op{}, at);
+}
+template <class T>
+inline T simd_or(T data, COREAI_CALL_SITE) {
+  static_assert(coreai::simd::is_integer_value<T>, "simd_or takes integer scalars or vectors");
+  return coreai::simd::reduce(data, 32, coreai::simd::or_op{}, at);
+}
+template <class T>
+inline T simd_xor(T data, COREAI_CALL_SITE) {
+  static_assert(coreai::simd::is_integer_value<T>, "simd_xor takes integer scalars or vectors");
+  return coreai::simd::reduce(data, 32, coreai::simd::xor_op{}, at);
+}
+
+template <class T>
+inline T simd_prefix_inclusive_sum(T data, COREAI_CALL_SITE) {
+  return coreai::simd::scan(data, 32, true, T(0), coreai::simd::sum_op{}, at);
+}
+template <class T>
+inline T simd_prefix_exclusive_sum(T data, COREAI_CALL_SITE) {
+  return coreai::simd::scan(data, 32, false, T(0), coreai::simd::sum_op{}, at);
+}
+template <class T>
+inline T simd_prefix_inclusive_product(T data, COREAI_CALL_SITE) {
+  return coreai::simd::scan(data, 32, true, T(1), coreai::simd::product_op{}, at);
+}
+template <class T>
+inline T simd_prefix_exclusive_product(T data, COREAI_CALL_SITE) {
+  return coreai::simd::scan(data, 32, false, T(1), coreai::simd::product_op{}, at);
+}
+
+template <class T>
+inline T simd_shuffle(T data, unsigned short simd_lane_id, COREAI_CALL_SITE) {
+  return coreai::simd::read_or_own(data, [=](unsigned, std::uint32_t) -> unsigned {
+    return simd_lane_id;
+  }, at);
+}
+template <class T>
+inline T simd_broadcast(T data, unsigned short broadcast_lane_id, COREAI_CALL_SITE) {
+  return simd_shuffle(data, broadcast_lane_id, at);
+}
+template <class T>
+inline T simd_broadcast_first(T data, COREAI_CALL_SITE) {
+  return coreai::simd::read_or_own(data, [](unsigned, std::uint32_t active) {
+    return coreai::simd::first_lane(active);
+  }, at);
+}
+// Lanes below `delta` keep their own value (no wrap-around).
+template <class T>
+inline T simd_shuffle_up(T data, unsigned short delta, COREAI_CALL_SITE) {
+  return coreai::simd::read_or_own(data, [=](unsigned lane, std::uint32_t) {
+    return lane >= delta ? lane - delta : lane;
+  }, at);
+}
+// Lanes whose source lies past lane 31 keep their own value.
+template <class T>
+inline T simd_shuffle_down(T data, unsigned short delta, COREAI_CALL_SITE) {
+  return coreai::simd::read_or_own(data,
+                                   [=](unsigned lane, std::uint32_t) { return lane + delta; }, at);
+}
+template <class T>
+inline T simd_shuffle_xor(T data, unsigned short mask, COREAI_CALL_SITE) {
+  return coreai::simd::read_or_own(data, [=](unsigned lane, std::uint32_t) { return lane ^ mask; }, at);
+}
+template <class T>
+inline T simd_shuffle_rotate_up(T data, unsigned short delta, COREAI_CALL_SITE) {
+  return coreai::simd::read_or_own(data, [=](unsigned lane, std::uint32_t) {
+    return (lane + 32u - (delta % 32u)) % 32u;
+  }, at);
+}
+template <class T>
+inline T simd_shuffle_rotate_down(T data, unsigned short delta, COREAI_CALL_SITE) {
+  return coreai::simd::read_or_own(
+      data, [=](unsigned lane, std::uint32_t) { return (lane + delta) % 32u; }, at);
+}
+
+template <class T>
+inline T simd_shuffle_and_fill_up(T data, T filling_data, unsigned short delta,
+                                  unsigned short modulo, COREAI_CALL_SITE) {
+  return coreai::simd::shuffle_and_fill_up(data, filling_data, delta, modulo, 32, at);
+}
+template <class T>
+inline T simd_shuffle_and_fill_up(T data, T filling_data, unsigned short delta, COREAI_CALL_SITE) {
+  return simd_shuffle_and_fill_up(data, filling_data, delta, 32, at);
+}
+template <class T>
+inline T simd_shuffle_and_fill_down(T data, T filling_data, unsigned short delta,
+                                    unsigned short modulo, COREAI_CALL_SITE) {
+  return coreai::simd::shuffle_and_fill_down(data, filling_data, delta, modulo, 32, at);
+}
+template <class T>
+inline T simd_shuffle_and_fill_down(T data, T filling_data, unsigned short delta, COREAI_CALL_SITE) {
+  return simd_shuffle_and_fill_down(data, filling_data, delta, 32, at);
+}
+
+inline simd_vote simd_ballot(bool expr, COREAI_CALL_SITE) {
+  const coreai::simd::ballot_bits b = coreai::simd::ballot(expr, 32, at);
+  return simd_vote(b.bits, b.active);
+}
+inline simd_vote simd_active_threads_mask(COREAI_CALL_SITE) {
+  const coreai::simd::lanes_state s = coreai::simd::meet(at);
+  return simd_vote(s.active, s.active);
+}
+inline bool simd_all(bool expr, COREAI_CALL_SITE) { return simd_ballot(expr, at).all(); }
+inline bool simd_any(bool expr, COREAI_CALL_SITE) { return simd_ballot(expr, at).any(); }
+inline bool simd_is_first(COREAI_CALL_SITE) {
+  const coreai::simd::lanes_state s = coreai::simd::meet(at);
+  return coreai::simd::first_lane(s.active) == s.lane;
 }
 
 // ---- quad-group functions (4 lanes: SIMD lanes 4q .. 4q + 3) ---------------
 
 namespace quad_detail {
-inline unsigned base(const coreai_cpu_simd_view& v) { return v.lane & ~3u; }
+inline unsigned base(unsigned lane) { return lane & ~3u; }
+inline unsigned active_in_quad(const coreai::simd::lanes_state& s) {
+  return (s.active >> base(s.lane)) & 0xFu;
+}
 }  // namespace quad_detail
 
 template <class T>
-inline T quad_sum(T data) {
-  const auto v = coreai::simd::exchange(data);
-  return coreai::simd::reduce<T>(v, quad_detail::base(v), 4, coreai::simd::sum_op{});
+inline T quad_sum(T data, COREAI_CALL_SITE) {
+  return coreai::simd::reduce(data, 4, coreai::simd::sum_op{}, at);
 }
 template <class T>
-inline T quad_product(T data) {
-  const auto v = coreai::simd::exchange(data);
-  return coreai::simd::reduce<T>(v, quad_detail::base(v), 4, coreai::simd::product_op{});
+inline T quad_product(T data, COREAI_CALL_SITE) {
+  return coreai::simd::reduce(data, 4, coreai::simd::product_op{}, at);
 }
 template <class T>
-inline T quad_min(T data) {
-  const auto v = coreai::simd::exchange(data);
-  return coreai::simd::reduce<T>(v, quad_detail::base(v), 4, coreai::simd::min_op{});
+inline T quad_min(T data, COREAI_CALL_SITE) {
+  return coreai::simd::reduce(data, 4, coreai::simd::min_op{}, at);
 }
 template <class T>
-inline T quad_max(T data) {
-  const auto v = coreai::simd::exchange(data);
-  return coreai::simd::reduce<T>(v, quad_detail::base(v), 4, coreai::simd::max_op{});
+inline T quad_max(T data, COREAI_CALL_SITE) {
+  return coreai::simd::reduce(data, 4, coreai::simd::max_op{}, at);
 }
 template <class T>
-inline T quad_and(T data) {
+inline T quad_and(T data, COREAI_CALL_SITE) {
   static_assert(coreai::simd::is_integer_value<T>, "quad_and takes integer scalars or vectors");
-  const auto v = coreai::simd::exchange(data);
-  return coreai::simd::reduce<T>(v, quad_detail::base(v), 4, coreai::simd::and_op{});
+  return coreai::simd::reduce(data, 4, coreai::simd::and_op{}, at);
 }
 template <class T>
-inline T quad_or(T data) {
+inline T quad_or(T data, COREAI_CALL_SITE) {
   static_assert(coreai::simd::is_integer_value<T>, "quad_or takes integer scalars or vectors");
-  const auto v = coreai::simd::exchange(data);
-  return coreai::simd::reduce<T>(v, quad_detail::base(v), 4, coreai::simd::or_op{});
+  return coreai::simd::reduce(data, 4, coreai::simd::or_op{}, at);
 }
 template <class T>
-inline T quad_xor(T data) {
+inline T quad_xor(T data, COREAI_CALL_SITE) {
   static_assert(coreai::simd::is_integer_value<T>, "quad_xor takes integer scalars or vectors");
-  const auto v = coreai::simd::exchange(data);
-  return coreai::simd::reduce<T>(v, quad_detail::base(v), 4, coreai::simd::xor_op{});
+  return coreai::simd::reduce(data, 4, coreai::simd::xor_op{}, at);
 }
 
 template <class T>
-inline T quad_prefix_inclusive_sum(T data) {
-  const auto v = coreai::simd::exchange(data);
-  return coreai::simd::scan<T>(v, quad_detail::base(v), true, T(0), coreai::simd::sum_op{});
+inline T quad_prefix_inclusive_sum(T data, COREAI_CALL_SITE) {
+  return coreai::simd::scan(data, 4, true, T(0), coreai::simd::sum_op{}, at);
 }
 template <class T>
-inline T quad_prefix_exclusive_sum(T data) {
-  const auto v = coreai::simd::exchange(data);
-  return coreai::simd::scan<T>(v, quad_detail::base(v), false, T(0), coreai::simd::sum_op{});
+inline T quad_prefix_exclusive_sum(T data, COREAI_CALL_SITE) {
+  return coreai::simd::scan(data, 4, false, T(0), coreai::simd::sum_op{}, at);
 }
 template <class T>
-inline T quad_prefix_inclusive_product(T data) {
-  const auto v = coreai::simd::exchange(data);
-  return coreai::simd::scan<T>(v, quad_detail::base(v), true, T(1), coreai::simd::product_op{});
+inline T quad_prefix_inclusive_product(T data, COREAI_CALL_SITE) {
+  return coreai::simd::scan(data, 4, true, T(1), coreai::simd::product_op{}, at);
 }
 template <class T>
-inline T quad_prefix_exclusive_product(T data) {
-  const auto v = coreai::simd::exchange(data);
-  return coreai::simd::scan<T>(v, quad_detail::base(v), false, T(1), coreai::simd::product_op{});
+inline T quad_prefix_exclusive_product(T data, COREAI_CALL_SITE) {
+  return coreai::simd::scan(data, 4, false, T(1), coreai::simd::product_op{}, at);
 }
 
 template <class T>
-inline T quad_shuffle(T data, unsigned short quad_lane_id) {
-  const auto v = coreai::simd::exchange(data);
-  return quad_lane_id < 4 ? coreai::simd::read_or_own(v, quad_detail::base(v) + quad_lane_id, data)
-                          : data;
+inline T quad_shuffle(T data, unsigned short quad_lane_id, COREAI_CALL_SITE) {
+  return coreai::simd::read_or_own(data, [=](unsigned lane, std::uint32_t) {
+    return quad_lane_id < 4 ? quad_detail::base(lane) + quad_lane_id : lane;
+  }, at);
 }
 template <class T>
-inline T quad_broadcast(T data, unsigned short broadcast_lane_id) {
-  return quad_shuffle(data, broadcast_lane_id);
+inline T quad_broadcast(T data, unsigned short broadcast_lane_id, COREAI_CALL_SITE) {
+  return quad_shuffle(data, broadcast_lane_id, at);
 }
 template <class T>
-inline T quad_broadcast_first(T data) {
-  const auto v = coreai::simd::exchange(data);
-  return coreai::simd::value_of<T>(v, coreai::simd::first_active(v, quad_detail::base(v), 4));
+inline T quad_broadcast_first(T data, COREAI_CALL_SITE) {
+  return coreai::simd::read_or_own(data, [](unsigned lane, std::uint32_t active) {
+    return quad_detail::base(lane) +
+           coreai::simd::first_lane((active >> quad_detail::base(lane)) & 0xFu);
+  }, at);
 }
 template <class T>
-inline T quad_shuffle_up(T data, unsigned short delta) {
-  const auto v = coreai::simd::exchange(data);
-  const unsigned q = v.lane & 3u;
-  return q >= delta ? coreai::simd::read_or_own(v, v.lane - delta, data) : data;
+inline T quad_shuffle_up(T data, unsigned short delta, COREAI_CALL_SITE) {
+  return coreai::simd::read_or_own(data, [=](unsigned lane, std::uint32_t) {
+    return (lane & 3u) >= delta ? lane - delta : lane;
+  }, at);
 }
 template <class T>
-inline T quad_shuffle_down(T data, unsigned short delta) {
-  const auto v = coreai::simd::exchange(data);
-  const unsigned q = v.lane & 3u;
-  return q + delta < 4 ? coreai::simd::read_or_own(v, v.lane + delta, data) : data;
+inline T quad_shuffle_down(T data, unsigned short delta, COREAI_CALL_SITE) {
+  return coreai::simd::read_or_own(data, [=](unsigned lane, std::uint32_t) {
+    return (lane & 3u) + delta < 4 ? lane + delta : lane;
+  }, at);
 }
 template <class T>
-inline T quad_shuffle_xor(T data, unsigned short mask) {
-  const auto v = coreai::simd::exchange(data);
-  const unsigned q = (v.lane & 3u) ^ mask;
-  return q < 4 ? coreai::simd::read_or_own(v, quad_detail::base(v) + q, data) : data;
+inline T quad_shuffle_xor(T data, unsigned short mask, COREAI_CALL_SITE) {
+  return coreai::simd::read_or_own(data, [=](unsigned lane, std::uint32_t) {
+    const unsigned q = (lane & 3u) ^ mask;
+    return q < 4 ? quad_detail::base(lane) + q : lane;
+  }, at);
 }
 template <class T>
-inline T quad_shuffle_rotate_up(T data, unsigned short delta) {
-  const auto v = coreai::simd::exchange(data);
-  const unsigned q = ((v.lane & 3u) + 4u - (delta % 4u)) % 4u;
-  return coreai::simd::read_or_own(v, quad_detail::base(v) + q, data);
+inline T quad_shuffle_rotate_up(T data, unsigned short delta, COREAI_CALL_SITE) {
+  return coreai::simd::read_or_own(data, [=](unsigned lane, std::uint32_t) {
+    return quad_detail::base(lane) + ((lane & 3u) + 4u - (delta % 4u)) % 4u;
+  }, at);
 }
 template <class T>
-inline T quad_shuffle_rotate_down(T data, unsigned short delta) {
-  const auto v = coreai::simd::exchange(data);
-  const unsigned q = ((v.lane & 3u) + delta) % 4u;
-  return coreai::simd::read_or_own(v, quad_detail::base(v) + q, data);
+inline T quad_shuffle_rotate_down(T data, unsigned short delta, COREAI_CALL_SITE) {
+  return coreai::simd::read_or_own(data, [=](unsigned lane, std::uint32_t) {
+    return quad_detail::base(lane) + ((lane & 3u) + delta) % 4u;
+  }, at);
 }
 
 template <class T>
 inline T quad_shuffle_and_fill_up(T data, T filling_data, unsigned short delta,
-                                  unsigned short modulo = 4) {
-  // The data is read before the second exchange (simd_shuffle_and_fill_up).
-  const auto d = coreai::simd::exchange(data);
-  const unsigned q = d.lane & 3u;
-  const unsigned base = quad_detail::base(d) + (q - q % modulo), j = q % modulo;
-  const T shifted = j >= delta ? coreai::simd::read_or_own(d, base + j - delta, data) : data;
-  const auto f = coreai::simd::exchange(filling_data);
-  if (j >= delta) return shifted;
-  return coreai::simd::active(f, base + modulo - delta + j)
-             ? coreai::simd::value_of<T>(f, base + modulo - delta + j)
-             : data;
+                                  unsigned short modulo = 4, COREAI_CALL_SITE) {
+  return coreai::simd::shuffle_and_fill_up(data, filling_data, delta, modulo, 4, at);
 }
 template <class T>
 inline T quad_shuffle_and_fill_down(T data, T filling_data, unsigned short delta,
-                                    unsigned short modulo = 4) {
-  // The data is read before the second exchange (simd_shuffle_and_fill_up).
-  const auto d = coreai::simd::exchange(data);
-  const unsigned q = d.lane & 3u;
-  const unsigned base = quad_detail::base(d) + (q - q % modulo), j = q % modulo;
-  const T shifted =
-      j + delta < modulo ? coreai::simd::read_or_own(d, base + j + delta, data) : data;
-  const auto f = coreai::simd::exchange(filling_data);
-  if (j + delta < modulo) return shifted;
-  return coreai::simd::active(f, base + j + delta - modulo)
-             ? coreai::simd::value_of<T>(f, base + j + delta - modulo)
-             : data;
+                                    unsigned short modulo = 4, COREAI_CALL_SITE) {
+  return coreai::simd::shuffle_and_fill_down(data, filling_data, delta, modulo, 4, at);
 }
 
-inline quad_vote quad_ballot(bool expr) {
-  const auto v = coreai::simd::exchange(expr);
-  const unsigned b = quad_detail::base(v);
-  return quad_vote(static_cast<quad_vote::vote_t>(coreai::simd::ballot_bits(v, b, 4)),
-                   static_cast<quad_vote::vote_t>(coreai::simd::active_bits(v, b, 4)));
+inline quad_vote quad_ballot(bool expr, COREAI_CALL_SITE) {
+  const coreai::simd::ballot_bits b = coreai::simd::ballot(expr, 4, at);
+  return quad_vote(static_cast<quad_vote::vote_t>(b.bits),
+                   static_cast<quad_vote::vote_t>(b.active));
 }
-inline quad_vote quad_active_threads_mask() {
-  const auto v = coreai::simd::meet();
+inline quad_vote quad_active_threads_mask(COREAI_CALL_SITE) {
   const auto active =
-      static_cast<quad_vote::vote_t>(coreai::simd::active_bits(v, quad_detail::base(v), 4));
+      static_cast<quad_vote::vote_t>(quad_detail::active_in_quad(coreai::simd::meet(at)));
   return quad_vote(active, active);
 }
-inline bool quad_all(bool expr) { return quad_ballot(expr).all(); }
-inline bool quad_any(bool expr) { return quad_ballot(expr).any(); }
-inline bool quad_is_first() {
-  const auto v = coreai::simd::meet();
-  return coreai::simd::first_active(v, quad_detail::base(v), 4) == v.lane;
+inline bool quad_all(bool expr, COREAI_CALL_SITE) { return quad_ballot(expr, at).all(); }
+inline bool quad_any(bool expr, COREAI_CALL_SITE) { return quad_ballot(expr, at).any(); }
+inline bool quad_is_first(COREAI_CALL_SITE) {
+  const coreai::simd::lanes_state s = coreai::simd::meet(at);
+  return quad_detail::base(s.lane) + coreai::simd::first_lane(quad_detail::active_in_quad(s)) ==
+         s.lane;
 }
 
 }  // namespace metal

@@ -1,0 +1,217 @@
+// The CPU target's primitives (sync.h lists them; sync.h includes this header
+// after the definitions it uses): barriers and SIMD-group exchanges of the CPU
+// backend.
+//
+// Kernels that synchronise run in fiber mode (fiber_runtime.h): a SIMD-group
+// primitive publishes the lane's value and waits at a rendezvous with the
+// lanes of its SIMD-group that call from the same site; once released, the
+// first lane to read computes the result for all of them (a reduction, a scan,
+// a ballot, a matrix product) and the others read their share. The JIT
+// compiles kernels that it runs in loop mode with COREAI_CPU_FIBER_MODE 0:
+// there the primitives report the call (the source scan missed it) and answer
+// as a SIMD-group of one lane, so the kernel can finish.
+#ifndef COREAI_MSL_TARGET_CPU_H
+#define COREAI_MSL_TARGET_CPU_H
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "call_site.h"
+#include "cpu_abi.h"
+#include "fiber_runtime.h"
+#include "runtime.h"
+
+namespace coreai::simd {
+
+static_assert(kWidth == COREAI_CPU_SIMD_WIDTH, "SIMD-groups are 32 lanes");
+
+namespace cpu {
+
+// One exchange as the calling lane sees it once the rendezvous released it.
+struct view {
+  coreai_cpu_simdgroup* group;  // view[L]: lane L's value, for L in `active`
+  unsigned lane;                // the caller's
+  std::uint32_t active;         // the lanes that took part
+};
+
+// What a loop-mode kernel gets: a SIMD-group of one lane.
+[[gnu::cold]] inline view solo(const void* value, std::uint32_t size, const char* what) {
+  coreai::g_runtime->report_loop_mode_call(what);
+  thread_local coreai_cpu_simdgroup lone;
+  if (size > 0) std::memcpy(lone.view[0], value, size);
+  lone.view_active = 1;
+  lone.combined_ready = 0;
+  return {&lone, 0, 1};
+}
+
+inline view rendezvous(const void* value, std::uint32_t size, site at) {
+#if COREAI_CPU_FIBER_MODE
+  coreai_cpu_lane* me = coreai::fiber::current_lane();
+  COREAI_MSL_DEBUG_SYNC(COREAI_CPU_SYNC_SIMD_FUNCTION, 0);  // debug mode's checks (runtime.h)
+  coreai_cpu_simdgroup* g =
+      const_cast<coreai_cpu_simdgroup*>(coreai::fiber::rendezvous(me, value, size, at.order));
+  COREAI_MSL_DEBUG_SYNC(COREAI_CPU_SYNC_SIMD_FUNCTION, 1);
+  return {g, coreai::fiber::lane_of(me), g->view_active};
+#else
+  (void)at;
+  return solo(value, size, "a SIMD-group or quad-group function");
+#endif
+}
+
+template <class T>
+inline view exchange(const T& value, site at) {
+  static_assert(sizeof(T) <= COREAI_CPU_SIMD_SLOT_BYTES,
+                "SIMD-group functions take scalars and vectors of at most 32 bytes");
+  static_assert(std::is_trivially_copyable_v<T>, "SIMD-group functions take scalars and vectors");
+  return rendezvous(&value, sizeof(T), at);
+}
+
+inline bool active(const view& v, unsigned lane) {
+  return lane < kWidth && ((v.active >> lane) & 1u) != 0;
+}
+
+template <class T>
+inline T value_of(const view& v, unsigned lane) {
+  T out;
+  std::memcpy(&out, v.group->view[lane], sizeof(T));
+  return out;
+}
+
+// The result of an exchange that its first reader computes for every lane:
+// `compute(out)` runs once per exchange, whoever reads first.
+template <class R, class F>
+inline const R& combined(const view& v, F compute) {
+  static_assert(sizeof(R) <= COREAI_CPU_SIMD_COMBINED_BYTES, "the combined result is too large");
+  R* out = reinterpret_cast<R*>(v.group->combined);
+  if (v.group->combined_ready == 0) {
+    compute(*out);
+    v.group->combined_ready = 1;
+  }
+  return *out;
+}
+
+// op over the active lanes of [first, first + width), pairing neighbours at
+// distance 1, 2, 4, ... (the xor butterfly); inactive lanes are skipped.
+template <class T, class Op>
+inline T butterfly(const view& v, unsigned first, unsigned width, Op op) {
+  T values[kWidth];
+  bool present[kWidth];
+  for (unsigned i = 0; i < width; ++i) {
+    present[i] = active(v, first + i);
+    if (present[i]) values[i] = value_of<T>(v, first + i);
+  }
+  for (unsigned step = 1; step < width; step *= 2) {
+    for (unsigned i = 0; i + step < width; i += 2 * step) {
+      if (present[i] && present[i + step]) {
+        values[i] = op(values[i], values[i + step]);
+      } else if (present[i + step]) {
+        values[i] = values[i + step];
+        present[i] = true;
+      }
+    }
+  }
+  return values[0];
+}
+
+template <class T>
+struct per_lane {
+  T value[kWidth];
+};
+
+}  // namespace cpu
+
+// The caller's lane, without a rendezvous (what a lane does alone, such as
+// loading its own elements of a SIMD-group matrix).
+inline unsigned own_lane() {
+#if COREAI_CPU_FIBER_MODE
+  return coreai::fiber::lane_of(coreai::fiber::current_lane());
+#else
+  coreai::g_runtime->report_loop_mode_call("a SIMD-group matrix function");
+  return 0;
+#endif
+}
+
+inline lanes_state meet(site at) {
+  const cpu::view v = cpu::rendezvous(nullptr, 0, at);
+  return {v.lane, v.active};
+}
+
+template <class T, class Source>
+inline fetched<T> fetch(const T& value, Source source, site at) {
+  const cpu::view v = cpu::exchange(value, at);
+  const unsigned from = source(v.lane, v.active);
+  if (!cpu::active(v, from)) return {value, false, v.lane};
+  return {cpu::value_of<T>(v, from), true, v.lane};
+}
+
+template <class T, class Op>
+inline T reduce(const T& value, unsigned width, Op op, site at) {
+  const cpu::view v = cpu::exchange(value, at);
+  const auto& chunks = cpu::combined<cpu::per_lane<T>>(v, [&](cpu::per_lane<T>& out) {
+    for (unsigned first = 0; first < kWidth; first += width) {
+      if ((v.active >> first) & ((std::uint64_t{1} << width) - 1)) {
+        out.value[first / width] = cpu::butterfly<T>(v, first, width, op);
+      }
+    }
+  });
+  return chunks.value[v.lane / width];
+}
+
+template <class T, class Op>
+inline T scan(const T& value, unsigned width, bool inclusive, T identity, Op op, site at) {
+  const cpu::view v = cpu::exchange(value, at);
+  const auto& prefixes = cpu::combined<cpu::per_lane<T>>(v, [&](cpu::per_lane<T>& out) {
+    for (unsigned first = 0; first < kWidth; first += width) {
+      T acc = identity;
+      for (unsigned i = first; i < first + width; ++i) {
+        if (!cpu::active(v, i)) continue;
+        const T own = cpu::value_of<T>(v, i);
+        out.value[i] = inclusive ? op(acc, own) : acc;
+        acc = op(acc, own);
+      }
+    }
+  });
+  return prefixes.value[v.lane];
+}
+
+inline ballot_bits ballot(bool predicate, unsigned width, site at) {
+  const cpu::view v = cpu::exchange(predicate, at);
+  const std::uint32_t votes = cpu::combined<std::uint32_t>(v, [&](std::uint32_t& out) {
+    out = 0;
+    for (std::uint32_t m = v.active; m != 0; m &= m - 1) {
+      const unsigned l = static_cast<unsigned>(__builtin_ctz(m));
+      if (cpu::value_of<bool>(v, l)) out |= 1u << l;
+    }
+  });
+  const unsigned first = v.lane & ~(width - 1);
+  const std::uint32_t chunk = width == kWidth ? ~0u : (1u << width) - 1;
+  return {(votes >> first) & chunk, (v.active >> first) & chunk};
+}
+
+}  // namespace coreai::simd
+
+namespace coreai::target {
+
+inline void threadgroup_barrier() {
+#if COREAI_CPU_FIBER_MODE
+  coreai::fiber::threadgroup_barrier(coreai::fiber::current_lane());
+#else
+  coreai::g_runtime->report_loop_mode_call("threadgroup_barrier");
+#endif
+}
+
+// The active lanes of the SIMD-group meet; in lockstep they were together
+// anyway, so what it orders is threadgroup memory, which the meeting does.
+inline void simdgroup_barrier(simd::site at) {
+#if COREAI_CPU_FIBER_MODE
+  coreai::fiber::rendezvous(coreai::fiber::current_lane(), nullptr, 0, at.order);
+#else
+  (void)at;
+  coreai::g_runtime->report_loop_mode_call("simdgroup_barrier");
+#endif
+}
+
+}  // namespace coreai::target
+
+#endif  // COREAI_MSL_TARGET_CPU_H
