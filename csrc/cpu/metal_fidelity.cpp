@@ -322,9 +322,10 @@ class Finder {
           !is(s_, t, k + 2, "(")) {
         continue;
       }
-      if (k > 0 && (t[k - 1].kind == TokenKind::Identifier || is(s_, t, k - 1, ">")) &&
+      if (k > 0 && (t[k - 1].kind == TokenKind::Identifier || is(s_, t, k - 1, ">") ||
+                    is(s_, t, k - 1, ")")) &&
           !is_statement_word(text(s_, t[k - 1]))) {
-        continue;  // A::f(...), a qualified name
+        continue;  // A::f(...), T<U>::f(...), decltype(x)::f(...): a qualified name
       }
       const std::string_view name = text(s_, t[k + 1]);
       if (own.contains(name)) continue;
