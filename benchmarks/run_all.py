@@ -3,7 +3,8 @@
     python benchmarks/run_all.py [--smoke] [--json FILE] [--build-dir DIR]
 
 1. the Python benchmarks: ``bench_cpu.run``, ``bench_cuda.run`` (rows only when torch
-   sees a CUDA GPU) and, when present, ``bench_conversion.run``;
+   sees a CUDA GPU) and, when present, ``bench_conversion.run`` and
+   ``bench_debug_checks.run``;
 2. the C++ harness: renders the kernels (``cpp/render_kernels.py``), configures
    and builds ``benchmarks/cpp`` with CMake into ``--build-dir`` (default
    ``build/benchmarks``), and runs it.
@@ -96,7 +97,7 @@ def machine_line(build_dir: Path, load: float) -> str:
 
 def python_rows(smoke: bool, errors: list[str]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    for module in ("bench_cpu", "bench_cuda", "bench_conversion"):
+    for module in ("bench_cpu", "bench_cuda", "bench_conversion", "bench_debug_checks"):
         if not (HERE / f"{module}.py").exists():
             continue
         try:

@@ -16,16 +16,20 @@ from __future__ import annotations
 from typing import Any
 
 from .__version__ import __version__
+from .checker import Example, KernelReport, check_kernel
 from .errors import MetalCompileError
 from .kernel import TorchMetalKernel
 from .modes import get_execution_mode, set_execution_mode
 
 __all__ = [
+    "Example",
+    "KernelReport",
     "MetalCompileError",
     "MetalParameter",
     "TorchConverter",
     "TorchMetalKernel",
     "__version__",
+    "check_kernel",
     "get_decomp_table",
     "get_execution_mode",
     "set_execution_mode",

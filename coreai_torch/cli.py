@@ -6,6 +6,53 @@ import argparse
 import sys
 
 
+def _check_file(target: str, devices: list[str] | None, edge_sizes: bool, debug: bool) -> int:
+    """Checks the kernels of a Python file (``FILE[:KERNEL]``) against their references.
+
+    The file defines its kernels (TorchMetalKernel objects at module level) and
+    ``EXAMPLES``: kernel name -> :class:`coreai_torch.checker.Example` (or a
+    function returning one), the example call each check starts from.
+    """
+    import runpy
+
+    from .checker import Example, check_kernel
+    from .kernel import TorchMetalKernel
+
+    path, _, wanted = target.partition(":")
+    try:
+        namespace = runpy.run_path(path, run_name="__coreai_torch_check__")
+    except FileNotFoundError:
+        print(f"check: no file {path}")
+        return 2
+    kernels = {k.name: k for k in namespace.values() if isinstance(k, TorchMetalKernel)}
+    if wanted:
+        if wanted not in kernels:
+            print(f"check: {path} defines no kernel '{wanted}' (it defines: {sorted(kernels)})")
+            return 2
+        kernels = {wanted: kernels[wanted]}
+    if not kernels:
+        print(f"check: {path} defines no TorchMetalKernel at module level")
+        return 2
+    examples = namespace.get("EXAMPLES", {})
+    status = 0
+    for name, kernel in kernels.items():
+        example = examples.get(name)
+        if callable(example) and not isinstance(example, Example):
+            example = example()
+        if not isinstance(example, Example):
+            print(
+                f"kernel '{name}': NOT CHECKED: {path} gives no example call; add "
+                f"EXAMPLES = {{'{name}': Example(*inputs, threads_per_grid=..., "
+                "threads_per_thread_group=..., result_shapes=...)}"
+            )
+            status = 1
+            continue
+        report = check_kernel(kernel, example, devices=devices, edge_sizes=edge_sizes, debug=debug)
+        print(report)
+        status |= 0 if report.passed else 1
+    return status
+
+
 def _check() -> int:
     """Runs one tiny kernel on each backend this machine has and says what happened."""
     import time
@@ -54,7 +101,15 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run the seed kernels, export and convert them")
     demo.add_argument("--out", help="directory for the .aimodel assets (default: a new temp dir)")
-    sub.add_parser("check", help="show which backends and compiler this machine has")
+    check = sub.add_parser(
+        "check",
+        help="without FILE: show which backends this machine has; with FILE[:KERNEL]: check "
+        "the file's kernels against torch_defn (docs/cpu.md, 'Checking kernels')",
+    )
+    check.add_argument("target", nargs="?", metavar="FILE[:KERNEL]")
+    check.add_argument("--device", action="append", help="a backend to check on (default: all)")
+    check.add_argument("--no-edge-sizes", action="store_true", help="only the example's sizes")
+    check.add_argument("--no-debug", action="store_true", help="skip the CPU debug-mode checks")
     sub.add_parser("convert", help="convert a model file to a Core AI asset", add_help=False)
     args, rest = parser.parse_known_args(argv)
     if args.command == "demo":
@@ -64,7 +119,11 @@ def main(argv: list[str] | None = None) -> int:
 
         return demo_main(args.out)
     if args.command == "check":
-        return _check()
+        if rest:
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        if args.target is None:
+            return _check()
+        return _check_file(args.target, args.device, not args.no_edge_sizes, not args.no_debug)
     from .converter.cli import main as convert_main
 
     return convert_main(rest)

@@ -32,9 +32,12 @@ inline constexpr int64_t kMaxRank = 16;
 // Metal binds at most 31 buffers; a Core AI metal4_kernel counts every kernel
 // parameter (inputs, results, thread attributes) against that limit.
 inline constexpr int64_t kMaxParameters = 31;
+// Metal: a kernel's threadgroup memory is at most 32 KiB (the Metal feature set
+// tables, "Maximum total threadgroup memory allocation", every Apple GPU family).
+inline constexpr int64_t kMaxThreadgroupMemoryBytes = 32 * 1024;
 
 // Registration options (bits).
-inline constexpr int64_t kOptionDebug = 1;     // CPU: bounds checks and unwritten-result report
+inline constexpr int64_t kOptionDebug = 1;     // CPU: the checks of debug mode (docs/cpu.md)
 inline constexpr int64_t kOptionFastMath = 2;  // MPS, CUDA: fast math instead of safe math
 inline constexpr int64_t kKnownOptions = kOptionDebug | kOptionFastMath;
 

@@ -27,6 +27,7 @@ void add_contract(py::module_& m) {
   c.attr("MAX_THREADS_PER_THREADGROUP") = kMaxThreadsPerThreadgroup;
   c.attr("MAX_RANK") = kMaxRank;
   c.attr("MAX_PARAMETERS") = kMaxParameters;
+  c.attr("MAX_THREADGROUP_MEMORY_BYTES") = kMaxThreadgroupMemoryBytes;
   c.attr("OPTION_DEBUG") = kOptionDebug;
   c.attr("OPTION_FAST_MATH") = kOptionFastMath;
   py::tuple return_kinds(std::size(kReturnKindNames));

@@ -8,6 +8,7 @@
 
 #include <torch/extension.h>
 
+#include "cpu/access_checker.h"
 #include "cpu/compiler.h"
 #include "cpu/fiber.h"
 #include "cpu/jit.h"
@@ -124,6 +125,25 @@ PYBIND11_MODULE(_C, m) {
       pybind11::arg("handle"), pybind11::arg("arch"),
       "The PTX the CUDA backend compiles a registered kernel to for GPU architecture `arch` "
       "(sm_XY); needs no GPU.");
+  m.def(
+      "_last_debug_findings",
+      [] {
+        pybind11::list out;
+        for (const coreai_torch::cpu::DebugFinding& f : coreai_torch::cpu::last_debug_findings()) {
+          pybind11::dict d;
+          d["kind"] = f.kind;
+          d["memory"] = f.memory;
+          d["index"] = f.index;
+          d["threads"] = f.threads;
+          d["lines"] = f.lines;
+          d["message"] = f.message;
+          d["count"] = f.count;
+          out.append(d);
+        }
+        return out;
+      },
+      "What the last CPU debug launch on this thread found, one dict per problem (kind, "
+      "memory, index, threads, lines, message, count); empty if it found nothing.");
   coreai_torch::cpu::set_interrupt_hook(&raise_keyboard_interrupt);
   coreai_torch::add_autograd_kernel(m);
   coreai_torch::add_contract(m);

@@ -89,11 +89,18 @@ TypeSpan type_after(std::string_view s, const std::vector<Token>& t, size_t k) {
 
 std::string blank(std::string_view word) { return std::string(word.size(), ' '); }
 
+// What follows a threadgroup variable declared in a function body: a note of
+// its name, line and size (coreai_msl/threadgroup_notes.h), which the launcher
+// checks against Metal's limit and debug mode uses to find the variable.
+std::string threadgroup_note(const std::string& storage, const std::string& name) {
+  return " COREAI_THREADGROUP_NOTE(" + storage + ", " + name + ");";
+}
+
 // `threadgroup T name[D1][D2]...;` as storage plus a tagged pointer with the
 // array's name, so that the name used in an expression is a threadgroup
 // pointer as in Metal. Returns false for other declarations.
 bool rewrite_threadgroup_array(std::string_view s, const std::vector<Token>& t, size_t k,
-                               const TypeSpan& span, SourceEdits& edits) {
+                               const TypeSpan& span, bool noted, SourceEdits& edits) {
   const size_t name = span.end - 1;
   if (t[name].kind != TokenKind::Identifier || name <= k + 1) return false;
   size_t end = span.end;
@@ -116,8 +123,37 @@ bool rewrite_threadgroup_array(std::string_view s, const std::vector<Token>& t, 
   const std::string storage = "coreai_threadgroup_" + id;
   edits.replace(t[k].begin, t[end].end,
                 "COREAI_THREADGROUP_STORAGE " + type + " " + storage + all_dims + "; const ::coreai::" +
-                    "threadgroup_ptr<" + type + inner_dims + "> " + id + " = " + storage + ";");
+                    "threadgroup_ptr<" + type + inner_dims + "> " + id + " = " + storage + ";" +
+                    (noted ? threadgroup_note(storage, id) : std::string()));
   return true;
+}
+
+// Other threadgroup storage (`threadgroup float x;`, `threadgroup float a[4],
+// b[4];`): the note of every declarator, to follow the declaration's `;`.
+// Empty if the declaration does not end where expected.
+std::string threadgroup_declarator_notes(std::string_view s, const std::vector<Token>& t,
+                                         const TypeSpan& span, size_t& semicolon) {
+  std::vector<std::string_view> names{text(s, t[span.end - 1])};
+  size_t k = span.end;
+  while (k < t.size() && !is(s, t, k, ";")) {
+    const std::string_view w = text(s, t[k]);
+    if (w == "(" || w == "[" || w == "{") {
+      k = skip_group(s, t, k);
+      continue;
+    }
+    if (w == "}" || w == ")") return {};
+    if (w == "," && k + 1 < t.size() && t[k + 1].kind == TokenKind::Identifier) {
+      names.push_back(text(s, t[k + 1]));
+    }
+    ++k;
+  }
+  if (k >= t.size()) return {};
+  semicolon = k;
+  std::string notes;
+  for (std::string_view name : names) {
+    notes += threadgroup_note(std::string(name), std::string(name));
+  }
+  return notes;
 }
 
 // After the `*` of a rewritten declarator: `device float *a, *b;` declares two
@@ -147,6 +183,7 @@ void drop_later_declarator_stars(std::string_view s, const std::vector<Token>& t
 std::string rewrite_address_spaces(std::string_view source) {
   const std::vector<Token> t = tokenize(source, false);
   const std::vector<bool> exempt = exempt_tokens(source, t);
+  const std::vector<bool> in_body = in_function_bodies(source, t);
   SourceEdits edits;
   for (size_t k = 0; k < t.size(); ++k) {
     const std::string_view word = text(source, t[k]);
@@ -195,10 +232,18 @@ std::string rewrite_address_spaces(std::string_view source) {
     const bool storage = span.identifiers >= 2 && (after == "[" || after == ";" || after == "=" ||
                                                    after == "," || after == "{" || after == "(" ||
                                                    after == ")");
-    if (storage && after == "[" && rewrite_threadgroup_array(source, t, k, span, edits)) {
+    // Notes are statements: only threadgroup variables of a function body get
+    // one (Metal has no others; metal_fidelity.h refuses them).
+    const bool noted = storage && in_body[k];
+    if (storage && after == "[" &&
+        rewrite_threadgroup_array(source, t, k, span, noted, edits)) {
       continue;
     }
     edits.replace(t[k].begin, t[k].end, storage ? "COREAI_THREADGROUP_STORAGE" : blank(word));
+    size_t semicolon = 0;
+    const std::string notes =
+        noted ? threadgroup_declarator_notes(source, t, span, semicolon) : std::string();
+    if (!notes.empty()) edits.replace(t[semicolon].end, t[semicolon].end, notes);
   }
   return edits.apply(source);
 }

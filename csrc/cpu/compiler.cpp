@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "cpu/kernel_guard.h"
+#include "cpu/metal_tokens.h"
 #include "cpu/sha256.h"
 #include "cpu/subprocess.h"
 
@@ -102,23 +103,6 @@ std::string check(const std::string& program, const std::string& scratch_dir,
   return {};
 }
 
-// Where a program named like a shell command lives: itself if it has a
-// slash, else the first executable of that name on PATH; empty if none.
-std::string resolve_program(const std::string& program) {
-  if (program.find('/') != std::string::npos) return program;
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    const std::string dir = end > start ? dirs.substr(start, end - start) : ".";
-    const std::string candidate = dir + "/" + program;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-    start = end + 1;
-  }
-  return {};
-}
 
 // A check costs two compiler start-ups (--version and the probe), which would
 // dominate a new process whose kernels are all in the disk cache. A passed
@@ -165,6 +149,22 @@ void write_memo(const std::string& path, const std::string& identity) {
 }
 
 }  // namespace
+
+std::string resolve_program(const std::string& program) {
+  if (program.find('/') != std::string::npos) return program;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string dir = end > start ? dirs.substr(start, end - start) : ".";
+    const std::string candidate = dir + "/" + program;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  return {};
+}
 
 const std::vector<std::string>& kernel_compile_flags() {
   static const std::vector<std::string> flags{
@@ -222,6 +222,22 @@ const std::vector<std::string>& debug_compile_flags() {
       "-DCOREAI_MSL_DEBUG=1",
       // Checks every scalar division and reports it (coreai_msl/debug_checks.h).
       "-fsanitize=integer-divide-by-zero,signed-integer-overflow",
+      // Reports every access to shared memory (coreai_msl/debug_accesses.h),
+      // with line tables to name the source lines; no function entry hooks.
+      "-fsanitize=thread",
+      "-mllvm",
+      "-tsan-instrument-func-entry-exit=0",
+      "-gline-tables-only",
+      // Keep each barrier and SIMD-group function where the source calls it,
+      // inlined there (the instruction address names the call) and not
+      // merged with the identical call of another branch: the checks tell
+      // threads that reach different calls apart (access_checker.h).
+      "-mllvm",
+      "-inline-threshold=10000",
+      "-mllvm",
+      "-simplifycfg-hoist-common=false",
+      "-mllvm",
+      "-simplifycfg-sink-common=false",
   };
   return flags;
 }
@@ -287,12 +303,7 @@ void throw_compile_failure(const ProcessResult& run, const std::string& kernel,
 }
 
 bool reports_source_error(const std::string& output) {
-  size_t start = 0;
-  while (start < output.size()) {
-    size_t end = output.find('\n', start);
-    if (end == std::string::npos) end = output.size();
-    const std::string_view line(output.data() + start, end - start);
-    start = end + 1;
+  for (const std::string_view line : split_lines(output)) {
     // `file:line:column: error:` or `...: fatal error:`, with numbers for line and column.
     size_t at = line.find(": error:");
     if (at == std::string_view::npos) at = line.find(": fatal error:");

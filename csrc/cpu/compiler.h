@@ -27,6 +27,10 @@ const std::vector<std::string>& loop_mode_flags();
 // The flags a debug-mode kernel (option bit 0) is compiled with in addition.
 const std::vector<std::string>& debug_compile_flags();
 
+// Where a program named like a shell command lives: itself if it has a
+// slash, else the first executable of that name on PATH; empty if none.
+std::string resolve_program(const std::string& program);
+
 // Seconds a compiler run may take: $COREAI_TORCH_COMPILE_TIMEOUT, else 300.
 double compile_timeout_seconds();
 

@@ -54,6 +54,10 @@ class GroupRunner {
 
   // thread_position_in_grid of the running fiber.
   void current_position(uint32_t out[3]) const;
+  // thread_index_in_threadgroup of the running fiber, and its threadgroup
+  // (for debug mode's checks, access_checker.h).
+  uint32_t current_index() const { return fibers_.lanes[fibers_.current].info.index; }
+  const coreai_cpu_group& group() const { return *group_; }
 
  private:
   static void enter_fibers(void* runner);

@@ -25,6 +25,7 @@
 #include "cpu/compiler.h"
 #include "cpu/disk_cache.h"
 #include "cpu/kernel_guard.h"
+#include "cpu/metal_fidelity.h"
 #include "cpu/sha256.h"
 #include "cpu/source_scan.h"
 #include "cpu/stack_usage.h"
@@ -79,6 +80,12 @@ std::vector<size_t> innermost_stride_entries(const KernelRecord& record) {
 // buffer parameters come in as pointers (a tensor's data, a scalar's address),
 // the metadata buffer last. Loop mode binds them once per group, outside the
 // loop over threads (see held_arg in entry.h); fiber mode binds them per thread.
+// Debug mode runs every kernel in fiber mode: its checks follow each thread
+// (access_checker.h).
+bool runs_in_fibers(const KernelRecord& record) {
+  return (record.options & kOptionDebug) != 0 || needs_fibers(record.source);
+}
+
 std::string entry_shim(const KernelRecord& record) {
   const size_t buffers = record.inputs.size() + record.results.size() + 1;  // + the metadata
   const size_t meta = buffers - 1;
@@ -93,7 +100,7 @@ std::string entry_shim(const KernelRecord& record) {
   });
   // Loop mode exports the group loop (twice on x86-64), fiber mode the fiber
   // runtime's entry: each library has only the code its mode runs.
-  const bool loop_mode = !needs_fibers(record.source);
+  const bool loop_mode = !runs_in_fibers(record);
   // View strides of 1 that the group loop is specialised for.
   const std::vector<size_t> unit =
       loop_mode ? innermost_stride_entries(record) : std::vector<size_t>{};
@@ -124,6 +131,10 @@ std::string entry_shim(const KernelRecord& record) {
     << "COREAI_CPU_EXPORT uint32_t coreai_cpu_kernel_abi(void) { return COREAI_CPU_ABI_VERSION; }\n"
     << "COREAI_CPU_EXPORT void coreai_cpu_kernel_init(const coreai_cpu_runtime* runtime) {\n"
     << "  coreai::g_runtime = runtime;\n}\n"
+    << "COREAI_CPU_EXPORT uint32_t coreai_cpu_kernel_threadgroup_notes("
+       "const coreai_cpu_threadgroup_note** notes) {\n"
+    << "  *notes = coreai::threadgroup_note_list().notes;\n"
+    << "  return coreai::threadgroup_note_list().count;\n}\n"
     << "}  // extern \"C\"\n"
     << "namespace {\n";
   if (loop_mode) {
@@ -217,10 +228,12 @@ LoadResult load_library(const std::string& path, const KernelRecord& record,
   }
   auto abi = reinterpret_cast<coreai_cpu_kernel_abi_fn>(dlsym(handle, "coreai_cpu_kernel_abi"));
   auto init = reinterpret_cast<coreai_cpu_kernel_init_fn>(dlsym(handle, "coreai_cpu_kernel_init"));
+  auto notes = reinterpret_cast<coreai_cpu_kernel_threadgroup_notes_fn>(
+      dlsym(handle, "coreai_cpu_kernel_threadgroup_notes"));
   KernelLibrary lib;
   lib.handle = handle;  // closed again if the library is rejected below
   ++g_loaded;
-  lib.fibers = needs_fibers(record.source);
+  lib.fibers = runs_in_fibers(record);
   if (lib.fibers) {
     lib.run_fibers = reinterpret_cast<coreai_cpu_kernel_run_fibers_fn>(
         dlsym(handle, "coreai_cpu_kernel_run_fibers"));
@@ -228,7 +241,7 @@ LoadResult load_library(const std::string& path, const KernelRecord& record,
     lib.run_group = reinterpret_cast<coreai_cpu_kernel_run_group_fn>(
         dlsym(handle, "coreai_cpu_kernel_run_group"));
   }
-  if (!abi || !init || (lib.fibers ? !lib.run_fibers : !lib.run_group)) {
+  if (!abi || !init || !notes || (lib.fibers ? !lib.run_fibers : !lib.run_group)) {
     out.error = path + " lacks the coreai_cpu_kernel_* entry points";
   } else if (abi() != COREAI_CPU_ABI_VERSION) {
     out.error = path + " was built for kernel ABI " + std::to_string(abi()) + ", not " +
@@ -240,6 +253,12 @@ LoadResult load_library(const std::string& path, const KernelRecord& record,
     return out;
   }
   init(&runtime_table());
+  const coreai_cpu_threadgroup_note* noted = nullptr;
+  const uint32_t count = notes(&noted);
+  for (uint32_t i = 0; i < count; ++i) {
+    lib.threadgroup_variables.push_back(
+        {noted[i].name, {noted[i].file, static_cast<int>(noted[i].line), 0}, noted[i].bytes});
+  }
   lib.stack = stack;
   lib.path = path;
   out.library.emplace(std::move(lib));
@@ -266,16 +285,31 @@ std::optional<KernelLibrary> load_cached(const std::string& so_path, const Kerne
   return std::move(cached.library);
 }
 
+// A loaded library, unless Metal would refuse the kernel for its threadgroup
+// memory, which only the compiled library tells (its threadgroup notes). The
+// library stays cached: with fidelity off it is used as it is.
+std::shared_ptr<const KernelLibrary> accepted(const KernelRecord& record, bool fidelity,
+                                              KernelLibrary library) {
+  if (fidelity) refuse_non_metal(record.name, threadgroup_memory_overuse(library.threadgroup_variables));
+  return std::make_shared<KernelLibrary>(std::move(library));
+}
+
 std::shared_ptr<const KernelLibrary> build(const KernelRecord& record) {
   const std::string dir = cache_directory();
   const std::string msl = msl_directory();
   cache_limit_bytes();  // a bad COREAI_TORCH_CACHE_MAX_BYTES is refused before compiling
   const Compiler& compiler = find_compiler(record.name, dir);
   const bool debug = (record.options & kOptionDebug) != 0;
+  // What Metal refuses is refused before anything is compiled (metal_fidelity.h).
+  const bool fidelity = metal_fidelity_enabled();
+  if (fidelity) refuse_non_metal(record.name, find_non_metal_constructs(record.source));
 
   std::vector<std::string> flags = kernel_compile_flags();
+  if (fidelity) {
+    flags.insert(flags.end(), fidelity_compile_flags().begin(), fidelity_compile_flags().end());
+  }
   const std::vector<std::string>& mode =
-      needs_fibers(record.source) ? fiber_mode_flags() : loop_mode_flags();
+      runs_in_fibers(record) ? fiber_mode_flags() : loop_mode_flags();
   flags.insert(flags.end(), mode.begin(), mode.end());
   if (debug) {
     flags.insert(flags.end(), debug_compile_flags().begin(), debug_compile_flags().end());
@@ -294,7 +328,7 @@ std::shared_ptr<const KernelLibrary> build(const KernelRecord& record) {
 
   if (std::optional<KernelLibrary> cached = load_cached(so_path, record)) {
     ++g_disk_hits;
-    return std::make_shared<KernelLibrary>(std::move(*cached));
+    return accepted(record, fidelity, std::move(*cached));
   }
 
   // Compile under private temporary names, then rename: a concurrent process
@@ -319,8 +353,19 @@ std::shared_ptr<const KernelLibrary> build(const KernelRecord& record) {
   const ProcessResult result = run_process(argv, compiler_limits());
   if (!result.started || result.exit_code != 0) {
     remove_temporaries();
-    throw_compile_failure(result, record.name, compiler.program,
-                          [&] { return compile_error(record, result.output); });
+    // The inliner's remarks (the recursion check's source) are not errors.
+    ProcessResult shown = result;
+    shown.output = without_remarks(result.output);
+    throw_compile_failure(shown, record.name, compiler.program,
+                          [&] { return compile_error(record, shown.output); });
+  }
+  if (fidelity) {
+    try {
+      refuse_non_metal(record.name, recursion_in_remarks(result.output));
+    } catch (...) {
+      remove_temporaries();
+      throw;
+    }
   }
   // No .su file (a compiler without -fstack-usage): the needs stay unknown.
   const std::string su_text = read_file(tmp_su);
@@ -350,7 +395,7 @@ std::shared_ptr<const KernelLibrary> build(const KernelRecord& record) {
     note_cache_file_in_use(so_path);
     evict_least_recently_used(dir);
   }
-  return std::make_shared<KernelLibrary>(std::move(*loaded.library));
+  return accepted(record, fidelity, std::move(*loaded.library));
 }
 
 }  // namespace
@@ -396,6 +441,7 @@ KernelLibrary::KernelLibrary(KernelLibrary&& other) noexcept
       run_fibers(other.run_fibers),
       fibers(other.fibers),
       stack(other.stack),
+      threadgroup_variables(std::move(other.threadgroup_variables)),
       path(std::move(other.path)),
       handle(std::exchange(other.handle, nullptr)) {}
 

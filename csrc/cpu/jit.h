@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "coreai_torch.h"
 #include "cpu/disk_cache.h"
+#include "cpu/metal_fidelity.h"
 #include "msl/coreai_msl/cpu_abi.h"
 
 namespace coreai_torch::cpu {
@@ -25,6 +27,7 @@ struct KernelLibrary {
   coreai_cpu_kernel_run_fibers_fn run_fibers = nullptr;  // fiber mode
   bool fibers = false;      // the body synchronises threads: run it in fiber mode
   StackNeeds stack;         // stack its code needs, measured when it was compiled
+  std::vector<ThreadgroupVariable> threadgroup_variables;  // as the library notes them
   std::string path;         // the cached shared library
   void* handle = nullptr;   // dlopen's handle, closed by the destructor
 };

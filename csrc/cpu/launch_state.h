@@ -19,6 +19,10 @@ class LaunchState {
       : kernel_(std::move(kernel)), tensors_(std::move(tensors)) {}
 
   const std::string& kernel() const { return kernel_; }
+  // Another base pointer of a tensor argument (debug mode's copy of it).
+  void name_tensor(const void* pointer, std::string name) {
+    tensors_.emplace_back(pointer, std::move(name));
+  }
 
   // Records a problem; the first one is reported, the rest are counted.
   void fail(std::string message);

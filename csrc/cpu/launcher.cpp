@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "cpu/access_checker.h"
+#include "cpu/debug_buffers.h"
 #include "cpu/group_runner.h"
 #include "cpu/jit.h"
 #include "cpu/kernel_guard.h"
@@ -40,6 +42,32 @@ void rt_report_out_of_bounds(const void* base, uint32_t rank, const int64_t* ind
   // Fibers share the OS thread's copy of the kernel's last position.
   if (GroupRunner* runner = GroupRunner::active()) runner->current_position(position);
   state->out_of_bounds(base, rank, index, extents, position);
+}
+
+// Debug mode's checks (access_checker.h). The launching thread runs every
+// group of a debug launch, with its checker current. The checker allocates:
+// shielded from interrupts like every service that does.
+void rt_debug_access(const void* address, uint32_t size, uint32_t flags, const void* pc) {
+  if (AccessChecker* checker = AccessChecker::current()) {
+    KernelThread::Shield shield;
+    checker->access(address, size, flags, pc);
+  }
+}
+
+void rt_debug_sync(uint32_t kind, uint32_t leaving) {
+  if (AccessChecker* checker = AccessChecker::current()) {
+    KernelThread::Shield shield;
+    // Called from the barrier or SIMD-group function inlined into the kernel:
+    // the return address names the call in the kernel's source.
+    checker->sync(kind, leaving != 0, __builtin_return_address(0));
+  }
+}
+
+void rt_debug_threadgroup_storage(const coreai_cpu_threadgroup_storage* storage) {
+  if (AccessChecker* checker = AccessChecker::current()) {
+    KernelThread::Shield shield;
+    checker->threadgroup_storage(*storage);
+  }
 }
 
 // What the CPU backend computes where a GPU's result is undefined (x86_division.h).
@@ -168,7 +196,11 @@ void run_groups(const KernelLibrary& lib, void* const* ptrs, const LaunchArgs& a
       int64_t{args.group[0]} * int64_t{args.group[1]} * int64_t{args.group[2]};
   // Loop mode: enough threads per task to amortise scheduling; fiber mode:
   // a group is already a sizeable unit of work.
-  const int64_t grain = lib.fibers ? 1 : std::max<int64_t>(1, 32768 / threads_per_group);
+  // Debug mode runs the groups one after another on the launching thread, so
+  // that its checks see one order of events (access_checker.h).
+  const int64_t grain = scope.debug() ? total
+                        : lib.fibers  ? 1
+                                      : std::max<int64_t>(1, 32768 / threads_per_group);
   const size_t fiber_stack = fiber_stack_bytes(lib.stack.thread_bytes);
   // Loop mode runs on the OS thread's own stack when it has room for the
   // kernel's frames, else on a private stack of this size.
@@ -262,18 +294,16 @@ void check_stack_budget(const KernelRecord& record, const KernelLibrary& lib,
 
 constexpr uint8_t kPoison[2] = {0xA5, 0x5A};
 
-void poison_results(LaunchArgs& args, uint8_t pattern) {
-  for (size_t i = args.args.size() - args.num_results; i < args.args.size(); ++i) {
-    at::Tensor& t = args.args[i].tensor;
+void poison_results(const std::vector<at::Tensor>& results, uint8_t pattern) {
+  for (const at::Tensor& t : results) {
     if (t.numel() > 0) std::memset(t.data_ptr(), pattern, t.nbytes());
   }
 }
 
 // Per result: which elements still hold `pattern` in every byte.
-std::vector<at::Tensor> still_poisoned(const LaunchArgs& args, uint8_t pattern) {
+std::vector<at::Tensor> still_poisoned(const std::vector<at::Tensor>& results, uint8_t pattern) {
   std::vector<at::Tensor> masks;
-  for (size_t i = args.args.size() - args.num_results; i < args.args.size(); ++i) {
-    const at::Tensor& t = args.args[i].tensor;
+  for (const at::Tensor& t : results) {
     if (t.numel() == 0) {
       masks.emplace_back();
       continue;
@@ -317,6 +347,23 @@ std::string describe_unwritten(const KernelRecord& record, const LaunchArgs& arg
   return msg.str();
 }
 
+// What a debug launch found: the launch's first reported problem (an
+// out-of-bounds index, a division, a fault), then each of the checker's. Also
+// kept for last_debug_findings().
+std::string describe_findings(const LaunchState& state, std::vector<DebugFinding> found) {
+  if (state.failed()) {
+    const std::string first = state.report();
+    const char* kind = first.find("out-of-bounds access") != std::string::npos ? "out of bounds"
+                       : first.find("division") != std::string::npos        ? "division"
+                                                                             : "fault";
+    found.insert(found.begin(), {kind, "", "", {}, {}, first, 1});
+  }
+  std::string message;
+  for (const DebugFinding& f : found) message += (message.empty() ? "" : "\n") + f.message;
+  set_last_debug_findings(std::move(found));
+  return message;
+}
+
 }  // namespace
 
 const coreai_cpu_runtime& runtime_table() {
@@ -325,6 +372,9 @@ const coreai_cpu_runtime& runtime_table() {
       &rt_report_loop_mode_call,
       &rt_report_out_of_bounds,
       &rt_report_division,
+      &rt_debug_access,
+      &rt_debug_sync,
+      &rt_debug_threadgroup_storage,
   };
   return table;
 }
@@ -377,17 +427,52 @@ void run(int64_t handle, const KernelRecord& record, LaunchArgs& args) {
     return;
   }
 
-  // Debug mode: run twice over results filled with two different patterns;
-  // an element that holds the pattern after both runs was never written (a
-  // kernel that happens to store one pattern cannot store both).
+  // Debug mode: the kernel runs on guarded copies of its tensors
+  // (debug_buffers.h), twice, over results filled with two different
+  // patterns: an element that holds the pattern after both runs was never
+  // written (a kernel that happens to store one pattern cannot store both).
+  // The first run is checked access by access (access_checker.h).
+  set_last_debug_findings({});
+  DebugBuffers buffers(record, args);
+  for (size_t i = 0, j = 0; i < args.args.size(); ++i) {
+    if (args.args[i].kind != BoundArg::Kind::Tensor) continue;
+    state.name_tensor(buffers.pointer(j), record.tensor_names[j]);
+    ptrs[i] = buffers.pointer(j++);
+  }
+  AccessChecker checker(record.name, buffers.checked(), lib.path);
   std::vector<at::Tensor> unwritten[2];
   for (int pass = 0; pass < 2; ++pass) {
-    poison_results(args, kPoison[pass]);
-    run_groups(lib, ptrs.data(), args, state, scope);
+    poison_results(buffers.results(), kPoison[pass]);
+    {
+      struct Checking {
+        explicit Checking(AccessChecker* c) { AccessChecker::set_current(c); }
+        ~Checking() { AccessChecker::set_current(nullptr); }
+      } checking(pass == 0 ? &checker : nullptr);
+      run_groups(lib, ptrs.data(), args, state, scope);
+    }
+    if (pass == 0 && !state.interrupted()) {
+      // (Raw findings can all turn out to be one call: none to report.)
+      std::vector<DebugFinding> found =
+          checker.found_anything() ? checker.findings() : std::vector<DebugFinding>{};
+      const bool errors = std::any_of(found.begin(), found.end(),
+                                      [](const DebugFinding& f) { return !is_warning(f.kind); });
+      if (state.failed() || errors) {
+        buffers.copy_back();
+        TORCH_CHECK(false, describe_findings(state, std::move(found)));
+      }
+      // Warnings alone (is_warning) let the launch complete.
+      if (!found.empty()) TORCH_WARN(describe_findings(state, std::move(found)));
+    }
     finish();
-    unwritten[pass] = still_poisoned(args, kPoison[pass]);
+    unwritten[pass] = still_poisoned(buffers.results(), kPoison[pass]);
   }
+  buffers.copy_back();
   const std::string report = describe_unwritten(record, args, unwritten[0], unwritten[1]);
+  if (!report.empty()) {
+    std::vector<DebugFinding> found = last_debug_findings();
+    found.push_back({"unwritten result", "", "", {}, {}, report, 1});
+    set_last_debug_findings(std::move(found));
+  }
   TORCH_CHECK(report.empty(), report);
 }
 

@@ -76,6 +76,45 @@ std::vector<Token> tokenize(std::string_view s, bool with_directives) {
   return tokens;
 }
 
+std::vector<std::string_view> split_lines(std::string_view text) {
+  std::vector<std::string_view> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return lines;
+}
+
+std::vector<bool> in_function_bodies(std::string_view s, const std::vector<Token>& t) {
+  auto is = [&](size_t k, std::string_view word) { return k < t.size() && text(s, t[k]) == word; };
+  std::vector<bool> inside(t.size(), false);
+  std::vector<bool> open;  // per open brace: a function body (or within one)?
+  for (size_t k = 0; k < t.size(); ++k) {
+    const std::string_view w = text(s, t[k]);
+    const bool in_body = !open.empty() && open.back();
+    inside[k] = in_body;
+    if (w == "{") {
+      bool body = in_body;
+      if (!body && k > 0) {
+        size_t p = k - 1;
+        while (p > 0 && (is(p, "const") || is(p, "noexcept") || is(p, "override") ||
+                         is(p, "final") || is(p, "mutable") || is(p, "thread") ||
+                         is(p, "device") || is(p, "constant"))) {
+          --p;
+        }
+        body = is(p, ")");
+      }
+      open.push_back(body);
+    } else if (w == "}" && !open.empty()) {
+      open.pop_back();
+    }
+  }
+  return inside;
+}
+
 void SourceEdits::replace(size_t begin, size_t end, std::string replacement) {
   edits_.push_back({begin, end, std::move(replacement)});
 }

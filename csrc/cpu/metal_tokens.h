@@ -26,6 +26,13 @@ inline std::string_view text(std::string_view source, const Token& t) {
   return source.substr(t.begin, t.end - t.begin);
 }
 
+// The lines of `text`, without their '\n' (compiler output, a rendering).
+std::vector<std::string_view> split_lines(std::string_view text);
+
+// Per token: whether it lies inside a function body (a brace block opened
+// after a parameter list or its qualifiers, and the blocks nested in it).
+std::vector<bool> in_function_bodies(std::string_view source, const std::vector<Token>& tokens);
+
 // Index just past the bracket, parenthesis or brace that closes tokens[open].
 size_t skip_group(std::string_view source, const std::vector<Token>& tokens, size_t open);
 

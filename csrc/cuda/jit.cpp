@@ -14,6 +14,7 @@
 #include "cpu/disk_cache.h"
 #include "cpu/jit.h"
 #include "cpu/sha256.h"
+#include "cpu/metal_fidelity.h"
 #include "cpu/source_scan.h"
 #include "cpu/subprocess.h"
 #include "launch_args.h"
@@ -196,6 +197,7 @@ cpu::ProcessResult run_clang(const Toolchain& tc, const std::vector<std::string>
 
 // What compiling a record to PTX takes, and the disk cache key of its PTX.
 struct PtxJob {
+  bool fidelity = true;
   const Toolchain* toolchain;
   std::vector<std::string> flags;
   std::string tu;
@@ -208,9 +210,18 @@ PtxJob ptx_job(const KernelRecord& record, const std::string& arch, bool bounded
               "CPU backend; run the kernel on CPU tensors to debug it, or set debug = False to "
               "run it on CUDA");
   PtxJob job;
+  // What Metal refuses is refused before anything is compiled, as on the CPU
+  // (cpu/metal_fidelity.h); the compiler's part (recursion, variable-length
+  // arrays) comes with the flags and the compile below.
+  job.fidelity = cpu::metal_fidelity_enabled();
+  if (job.fidelity) cpu::refuse_non_metal(record.name, cpu::find_non_metal_constructs(record.source));
   job.toolchain = &toolchain(record.name);
   const bool fast_math = (record.options & kOptionFastMath) != 0;
   job.flags = device_compile_flags(*job.toolchain, arch, fast_math, cpu::msl_directory());
+  if (job.fidelity) {
+    const std::vector<std::string>& extra = cpu::fidelity_compile_flags();
+    job.flags.insert(job.flags.end(), extra.begin(), extra.end());
+  }
   job.tu = translation_unit(record, bounded);
   job.key = key_of(*job.toolchain, job.flags, "kernel", job.tu);
   return job;
@@ -259,8 +270,19 @@ std::string compile(const KernelRecord& record, const PtxJob& job) {
   if (!result.started || result.exit_code != 0) {
     std::remove(tmp_cu.c_str());
     std::remove(tmp_ptx.c_str());
-    cpu::throw_compile_failure(result, record.name, tc.clang,
-                               [&] { return compile_error(record, result.output); });
+    cpu::ProcessResult shown = result;
+    shown.output = cpu::without_remarks(result.output);
+    cpu::throw_compile_failure(shown, record.name, tc.clang,
+                               [&] { return compile_error(record, shown.output); });
+  }
+  if (job.fidelity) {
+    try {
+      cpu::refuse_non_metal(record.name, cpu::recursion_in_remarks(result.output));
+    } catch (...) {
+      std::remove(tmp_cu.c_str());
+      std::remove(tmp_ptx.c_str());
+      throw;
+    }
   }
   chmod(tmp_ptx.c_str(), 0600);
   std::ifstream in(tmp_ptx, std::ios::binary);

@@ -24,7 +24,7 @@
 // Version of the runtime headers (this file, coreai_msl/{tensor,sync,entry,
 // runtime,cpu_abi,cuda_abi,fiber_runtime,target_*}.h); part of the JIT cache keys along with
 // COREAI_MSL_VERSION.
-#define COREAI_MSL_RUNTIME_VERSION 4
+#define COREAI_MSL_RUNTIME_VERSION 5
 
 #if defined(__CUDA__)
 #if !defined(__NVPTX__)
@@ -44,7 +44,9 @@
 #include "coreai_msl/simdgroup_matrix.h"
 #include "coreai_msl/sync.h"
 #include "coreai_msl/tensor.h"
+#include "coreai_msl/threadgroup_notes.h"
 #ifdef COREAI_MSL_DEBUG
+#include "coreai_msl/debug_accesses.h"
 #include "coreai_msl/debug_checks.h"
 #endif
 

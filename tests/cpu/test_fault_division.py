@@ -127,7 +127,8 @@ def test_debug_mode_reports_a_trapping_vector_division(tmp_path: Path) -> None:
     """
     out = run(code, child_env(tmp_path))
     assert "kernel 'vec_div': integer division or remainder by zero, or INT_MIN by -1, in a " in out
-    assert "vector operation (threadgroup (0, 0, 0))" in out
+    # Debug mode runs every kernel in fiber mode, which also names the thread.
+    assert "vector operation (threadgroup (0, 0, 0), the thread at thread_position_in_grid" in out
 
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86-64 encodings")

@@ -164,6 +164,34 @@ def test_compile_errors_point_at_the_users_lines() -> None:
     assert "src:2:" in message and "undeclared_name" in message
 
 
+def test_the_gpu_refuses_what_metal_refuses() -> None:
+    # Metal fidelity holds on the CUDA backend too: a source construct found
+    # before compiling (double) and one the compiler finds (recursion).
+    with_double = TorchMetalKernel(
+        "cuda_with_double",
+        ["x"],
+        ["out"],
+        src="double wide = x[id];\nout[id] = float(wide);",
+        torch_defn=_same,
+        metal_params=[GID],
+    )
+    with pytest.raises(RuntimeError, match="double") as info:
+        _C._cuda_ptx(_register(with_double, torch.zeros(4)), "sm_90")
+    assert "src:1:" in str(info.value)
+    recursive = TorchMetalKernel(
+        "cuda_recursive",
+        ["x"],
+        ["out"],
+        src="out[id] = factorial(uint(x[id]));",
+        helper_src="uint factorial(uint n) { return n < 2 ? 1 : n * factorial(n - 1); }",
+        torch_defn=_same,
+        metal_params=[GID],
+    )
+    with pytest.raises(RuntimeError, match="recurs") as info:
+        _C._cuda_ptx(_register(recursive, torch.zeros(4)), "sm_90")
+    assert "helper_src:1:" in str(info.value)
+
+
 def test_a_missing_libdevice_is_named_with_what_to_install(tmp_path) -> None:
     code = textwrap.dedent(
         """

@@ -38,6 +38,8 @@
 #include <utility>
 
 #include "call_site.h"
+// The address-space pass follows threadgroup storage with COREAI_THREADGROUP_NOTE.
+#include "threadgroup_notes.h"
 #include "fiber_runtime.h"
 
 namespace metal {

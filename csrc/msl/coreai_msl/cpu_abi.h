@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#define COREAI_CPU_ABI_VERSION 5
+#define COREAI_CPU_ABI_VERSION 6
 
 // Metal's SIMD-group width on Apple GPUs; quad-groups are 4 lanes.
 #define COREAI_CPU_SIMD_WIDTH 32
@@ -109,6 +109,37 @@ typedef struct coreai_cpu_fibers {
   uint32_t reserved;
 } coreai_cpu_fibers;
 
+// One threadgroup variable of a kernel library, as its source declares it
+// (threadgroup_notes.h): noted when the library is loaded, for the check of
+// Metal's threadgroup memory limit.
+typedef struct coreai_cpu_threadgroup_note {
+  const char* name;  // as the kernel's source spells it
+  const char* file;  // "src" or "helper_src" (the rendering's #line names)
+  uint32_t line;
+  uint64_t bytes;
+} coreai_cpu_threadgroup_note;
+
+// Debug mode: a threadgroup variable where the running thread sees it.
+typedef struct coreai_cpu_threadgroup_storage {
+  const void* address;
+  uint64_t bytes;
+  uint32_t element_bytes;  // of the innermost element of an array
+  uint32_t rank;           // array dimensions named in `extents` (0: a scalar, or deeper)
+  uint32_t extents[4];
+  const char* name;
+  const char* file;
+  uint32_t line;
+} coreai_cpu_threadgroup_storage;
+
+// Debug mode: what a kernel's memory access was (debug_access's `flags`).
+#define COREAI_CPU_ACCESS_WRITE 1u
+#define COREAI_CPU_ACCESS_ATOMIC 2u
+
+// Debug mode: the synchronisation a thread reaches or leaves (debug_sync's `kind`).
+#define COREAI_CPU_SYNC_THREADGROUP_BARRIER 0u
+#define COREAI_CPU_SYNC_SIMDGROUP_BARRIER 1u
+#define COREAI_CPU_SYNC_SIMD_FUNCTION 2u
+
 // Services the launcher provides to kernel code; handed to the kernel library
 // once, right after it is loaded.
 typedef struct coreai_cpu_runtime {
@@ -130,11 +161,27 @@ typedef struct coreai_cpu_runtime {
   void (*report_division)(uint32_t overflow, const char* file, uint32_t line, uint32_t column,
                           const char* type, uint64_t lhs, uint64_t rhs, uint32_t is_signed,
                           const uint32_t* thread_position);
+  // Debug mode (docs/cpu.md, "Checking kernels"): the running thread read or
+  // wrote `size` bytes at `address` (flags: COREAI_CPU_ACCESS_*), at `pc` in
+  // the kernel library. The compiler's instrumentation calls it for every
+  // access to memory that is not a private local (debug_accesses.h).
+  void (*debug_access)(const void* address, uint32_t size, uint32_t flags, const void* pc);
+  // Debug mode: the running thread reaches (`leaving` 0) or leaves (1) the
+  // synchronisation `kind` (COREAI_CPU_SYNC_*); where it is called from names
+  // the call in the kernel.
+  void (*debug_sync)(uint32_t kind, uint32_t leaving);
+  // Debug mode: where a threadgroup variable is for the running thread, each
+  // time the thread passes its declaration.
+  void (*debug_threadgroup_storage)(const coreai_cpu_threadgroup_storage* storage);
 } coreai_cpu_runtime;
 
 // Symbols every kernel library exports (see the entry shim written by the JIT).
 typedef uint32_t (*coreai_cpu_kernel_abi_fn)(void);
 typedef void (*coreai_cpu_kernel_init_fn)(const coreai_cpu_runtime* runtime);
+// The threadgroup variables the library declares: sets *notes to an array of
+// them and returns how many there are.
+typedef uint32_t (*coreai_cpu_kernel_threadgroup_notes_fn)(
+    const coreai_cpu_threadgroup_note** notes);
 // Runs every thread of one threadgroup in turn (loop mode).
 typedef void (*coreai_cpu_kernel_run_group_fn)(void* const* args, const coreai_cpu_group* group);
 // Runs every thread of one threadgroup on the fibers the launcher prepared

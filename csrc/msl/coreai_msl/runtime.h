@@ -19,4 +19,13 @@ inline thread_local std::uint32_t g_debug_thread_position[3] = {0, 0, 0};
 
 }  // namespace coreai
 
+// Debug mode: tells the launcher that the running thread reaches (leaving 0)
+// or leaves (1) a barrier or SIMD-group function (debug_sync in cpu_abi.h),
+// for the checks of synchronisation (docs/cpu.md, "Checking kernels").
+#ifdef COREAI_MSL_DEBUG
+#define COREAI_MSL_DEBUG_SYNC(kind, leaving) ::coreai::g_runtime->debug_sync(kind, leaving)
+#else
+#define COREAI_MSL_DEBUG_SYNC(kind, leaving) ((void)0)
+#endif
+
 #endif  // COREAI_MSL_RUNTIME_H

@@ -37,6 +37,7 @@
 #include <type_traits>
 
 #include "call_site.h"
+#include "runtime.h"  // COREAI_MSL_DEBUG_SYNC
 
 namespace metal {
 
@@ -166,12 +167,17 @@ inline constexpr bool is_integer_value = std::is_integral_v<typename lanes<T>::e
 
 namespace metal {
 
+// COREAI_MSL_DEBUG_SYNC: debug mode's checks of synchronisation (runtime.h).
 inline void threadgroup_barrier(mem_flags = mem_flags::mem_none) {
+  COREAI_MSL_DEBUG_SYNC(COREAI_CPU_SYNC_THREADGROUP_BARRIER, 0);
   coreai::target::threadgroup_barrier();
+  COREAI_MSL_DEBUG_SYNC(COREAI_CPU_SYNC_THREADGROUP_BARRIER, 1);
 }
 inline void simdgroup_barrier(mem_flags = mem_flags::mem_none,
                               COREAI_CALL_SITE) {
+  COREAI_MSL_DEBUG_SYNC(COREAI_CPU_SYNC_SIMDGROUP_BARRIER, 0);
   coreai::target::simdgroup_barrier(at);
+  COREAI_MSL_DEBUG_SYNC(COREAI_CPU_SYNC_SIMDGROUP_BARRIER, 1);
 }
 
 // The result of simd_ballot: one bit per lane of the SIMD-group.

@@ -53,8 +53,10 @@ struct view {
 inline view rendezvous(const void* value, std::uint32_t size, site at) {
 #if COREAI_CPU_FIBER_MODE
   coreai_cpu_lane* me = coreai::fiber::current_lane();
+  COREAI_MSL_DEBUG_SYNC(COREAI_CPU_SYNC_SIMD_FUNCTION, 0);  // debug mode's checks (runtime.h)
   coreai_cpu_simdgroup* g =
       const_cast<coreai_cpu_simdgroup*>(coreai::fiber::rendezvous(me, value, size, at.order));
+  COREAI_MSL_DEBUG_SYNC(COREAI_CPU_SYNC_SIMD_FUNCTION, 1);
   return {g, coreai::fiber::lane_of(me), g->view_active};
 #else
   (void)at;

@@ -1,4 +1,5 @@
-// C math names that Metal does not have, and Metal's function constants.
+// C math and C library names that Metal does not have, and Metal's function
+// constants.
 //
 // The C math names: a kernel compiled inside namespace
 // metal would otherwise reach the C library's global versions and compile on
@@ -57,6 +58,68 @@ COREAI_MSL_NOT_IN_METAL(fmodf)
 COREAI_MSL_NOT_IN_METAL(fmaf)
 
 #undef COREAI_MSL_NOT_IN_METAL
+
+// The C library, which the CPU's standard headers declare at global scope and
+// Metal does not have (MSL specification §1.5.4 "Restrictions": no C++
+// standard library; Metal's own functions are those of namespace metal).
+// Output, allocation, process control, random numbers and string handling:
+// what a kernel ported from C might call. `::name(...)` is refused by the
+// source check (csrc/cpu/metal_fidelity.h). Names that helper code may well
+// use for a variable of its own (time, read, write, signal...) are left out:
+// a variable at namespace scope cannot share its name with these.
+#define COREAI_MSL_NO_C_LIBRARY(name)                                                        \
+  template <class... Arguments>                                                              \
+  void name(Arguments...) = delete("Metal has no C library and no " #name                   \
+                                   " (MSL specification 1.5.4, Restrictions); write the "    \
+                                   "result to a tensor, or use a function of namespace metal");
+
+COREAI_MSL_NO_C_LIBRARY(printf)
+COREAI_MSL_NO_C_LIBRARY(fprintf)
+COREAI_MSL_NO_C_LIBRARY(sprintf)
+COREAI_MSL_NO_C_LIBRARY(snprintf)
+COREAI_MSL_NO_C_LIBRARY(puts)
+COREAI_MSL_NO_C_LIBRARY(putchar)
+COREAI_MSL_NO_C_LIBRARY(fputs)
+COREAI_MSL_NO_C_LIBRARY(fopen)
+COREAI_MSL_NO_C_LIBRARY(fclose)
+COREAI_MSL_NO_C_LIBRARY(fread)
+COREAI_MSL_NO_C_LIBRARY(fwrite)
+COREAI_MSL_NO_C_LIBRARY(scanf)
+COREAI_MSL_NO_C_LIBRARY(sscanf)
+COREAI_MSL_NO_C_LIBRARY(perror)
+COREAI_MSL_NO_C_LIBRARY(malloc)
+COREAI_MSL_NO_C_LIBRARY(calloc)
+COREAI_MSL_NO_C_LIBRARY(realloc)
+COREAI_MSL_NO_C_LIBRARY(free)
+COREAI_MSL_NO_C_LIBRARY(aligned_alloc)
+COREAI_MSL_NO_C_LIBRARY(system)
+COREAI_MSL_NO_C_LIBRARY(exit)
+COREAI_MSL_NO_C_LIBRARY(_Exit)
+COREAI_MSL_NO_C_LIBRARY(abort)
+COREAI_MSL_NO_C_LIBRARY(atexit)
+COREAI_MSL_NO_C_LIBRARY(getenv)
+COREAI_MSL_NO_C_LIBRARY(rand)
+COREAI_MSL_NO_C_LIBRARY(srand)
+COREAI_MSL_NO_C_LIBRARY(qsort)
+COREAI_MSL_NO_C_LIBRARY(bsearch)
+COREAI_MSL_NO_C_LIBRARY(atoi)
+COREAI_MSL_NO_C_LIBRARY(atof)
+COREAI_MSL_NO_C_LIBRARY(strtol)
+COREAI_MSL_NO_C_LIBRARY(strtod)
+COREAI_MSL_NO_C_LIBRARY(memcpy)
+COREAI_MSL_NO_C_LIBRARY(memmove)
+COREAI_MSL_NO_C_LIBRARY(memset)
+COREAI_MSL_NO_C_LIBRARY(memcmp)
+COREAI_MSL_NO_C_LIBRARY(strlen)
+COREAI_MSL_NO_C_LIBRARY(strcpy)
+COREAI_MSL_NO_C_LIBRARY(strncpy)
+COREAI_MSL_NO_C_LIBRARY(strcmp)
+COREAI_MSL_NO_C_LIBRARY(strncmp)
+COREAI_MSL_NO_C_LIBRARY(strcat)
+COREAI_MSL_NO_C_LIBRARY(sleep)
+COREAI_MSL_NO_C_LIBRARY(usleep)
+
+#undef COREAI_MSL_NO_C_LIBRARY
 
 }  // namespace metal
 
