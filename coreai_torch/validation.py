@@ -272,9 +272,11 @@ def torch_defn_signature(
                 "inputs are passed positionally."
             )
         if p.annotation is not torch.Tensor and p.annotation not in SCALAR_TYPES:
-            shown = "no annotation" if p.annotation is p.empty else repr(p.annotation)
+            shown = (
+                "has no annotation" if p.annotation is p.empty else f"is annotated {p.annotation!r}"
+            )
             raise TypeError(
-                f"kernel '{kernel}': torch_defn parameter '{p.name}' is annotated {shown}; "
+                f"kernel '{kernel}': torch_defn parameter '{p.name}' {shown}; "
                 "custom kernels only support `torch.Tensor`, `int`, `float` and `bool` inputs."
             )
     if len(params) != len(input_names):

@@ -177,7 +177,7 @@ def test_torch_defn_unannotated_parameter():
     def bad(x) -> torch.Tensor:
         return x
 
-    with pytest.raises(TypeError, match="parameter 'x' is annotated no annotation"):
+    with pytest.raises(TypeError, match="parameter 'x' has no annotation"):
         make(defn=bad)
 
 

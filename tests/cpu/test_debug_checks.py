@@ -269,3 +269,24 @@ out[id] = p[(lid + 1) % 64];
         r"lockstep)",
     )
     assert found
+
+
+def test_default_mode_kernels_carry_no_checks(tmp_path, monkeypatch) -> None:
+    # What default mode pays for the checker at run time: nothing per access.
+    # Its kernel library has none of the instrumentation that debug mode's has.
+    body = REDUCTION.format(barrier="threadgroup_barrier(mem_flags::mem_threadgroup);")
+    x = torch.arange(128.0)
+    libraries = {}
+    for debug in (False, True):
+        mode = "debug" if debug else "default"
+        cache = tmp_path / mode
+        cache.mkdir(mode=0o700)
+        monkeypatch.setenv("COREAI_TORCH_CACHE_DIR", str(cache))
+        name = f"checks_in_{mode}_mode"
+        k = kernel(name, [Tensor("x")], [Tensor("out")], body, ATTRS, debug=debug)
+        (out,) = k(x, grid=(128, 1, 1), group=(64, 1, 1), shapes=[[2]])
+        torch.testing.assert_close(out, x.view(2, 64).sum(1), rtol=0, atol=0)  # exact: integers
+        libraries[mode] = [p.read_bytes() for p in cache.glob("*.so")]
+    assert libraries["default"] and libraries["debug"]
+    assert not any(b"__tsan_" in lib for lib in libraries["default"])
+    assert all(b"__tsan_" in lib for lib in libraries["debug"])

@@ -1,0 +1,107 @@
+"""A pytest plugin that times the test corpora's kernel calls in default and in debug mode.
+
+bench_debug_checks.py loads it into a child pytest session over the corpora
+(``-p debug_overhead_plugin``, with benchmarks/ on the path). The first call
+of each distinct kernel call (kernel, argument dtypes and shapes, grid,
+threadgroup, result shapes) on CPU tensors is repeated: in default mode, then
+with ``kernel.debug`` on (compiled with the checks; its first call, which
+compiles, is not timed), interleaved repetition by repetition. The test itself
+goes on with the default-mode result, so the corpora's own checks still judge
+it. One JSON object per timed call is appended to the file named by
+``COREAI_TORCH_DEBUG_OVERHEAD_OUT``:
+
+    {"test", "kernel", "default_s", "debug_s", "identical"}    or
+    {"test", "kernel", "refused"}    (the debug call raised: what it said)
+
+``identical``: whether the debug results equal the default ones bit for bit
+(debug mode runs the same code over guarded copies of the tensors).
+``COREAI_TORCH_DEBUG_OVERHEAD_REPS`` sets the repetitions (default 3).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import torch
+
+from coreai_torch import TorchMetalKernel, kernel_op, modes
+
+_OUT = os.environ["COREAI_TORCH_DEBUG_OVERHEAD_OUT"]
+_REPS = int(os.environ.get("COREAI_TORCH_DEBUG_OVERHEAD_REPS", "3"))
+_eager = kernel_op._eager
+_seen: set[tuple] = set()
+
+
+def _describe(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return (value.dtype, tuple(value.shape), tuple(value.stride()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_describe(v) for v in value)
+    return (type(value), value)
+
+
+def _identical(kernel: TorchMetalKernel, a: Any, b: Any) -> bool:
+    outs_a, outs_b = kernel.as_result_list(a), kernel.as_result_list(b)
+    try:
+        for x, y in zip(outs_a, outs_b, strict=True):
+            torch.testing.assert_close(x, y, rtol=0, atol=0, equal_nan=True)
+    except (AssertionError, ValueError):
+        return False
+    return True
+
+
+def _median_seconds(times: list[float]) -> float:
+    ordered = sorted(times)
+    return ordered[len(ordered) // 2]
+
+
+def _time_both(kernel: TorchMetalKernel, flat: tuple) -> dict[str, Any]:
+    def call(debug: bool) -> Any:
+        kernel.debug = debug
+        try:
+            return _eager(kernel, flat)
+        finally:
+            kernel.debug = False
+
+    try:
+        debug_out = call(True)  # compiles the debug specialization
+    except Exception as exc:  # what debug mode found (or could not do)
+        first = str(exc).strip().splitlines()
+        return {"refused": f"{type(exc).__name__}: {first[0] if first else ''}"}
+    default_out = call(False)
+    default_s: list[float] = []
+    debug_s: list[float] = []
+    for _ in range(_REPS):
+        for debug, times in ((False, default_s), (True, debug_s)):
+            start = time.perf_counter()
+            call(debug)
+            times.append(time.perf_counter() - start)
+    return {
+        "default_s": _median_seconds(default_s),
+        "debug_s": _median_seconds(debug_s),
+        "identical": _identical(kernel, default_out, debug_out),
+    }
+
+
+def _measuring(kernel: TorchMetalKernel, flat: tuple) -> Any:
+    out = _eager(kernel, flat)
+    if kernel.debug or modes.resolve(kernel.execution_mode) != "kernel":
+        return out
+    tensors = [v for v in flat if isinstance(v, torch.Tensor)]
+    if any(t.device.type != "cpu" for t in tensors):
+        return out
+    key = (repr(kernel.identity), _describe(flat))
+    if key in _seen:
+        return out
+    _seen.add(key)
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0]
+    record = {"test": test, "kernel": kernel.name, **_time_both(kernel, flat)}
+    with open(_OUT, "a") as f:
+        f.write(json.dumps(record) + "\n")
+    return out
+
+
+kernel_op._eager = _measuring
