@@ -180,6 +180,10 @@ const std::vector<std::string>& kernel_compile_flags() {
       // Metal has no errno: lets sqrt and friends become single instructions
       // (results are unchanged; this is not fast-math).
       "-fno-math-errno",
+      // a * b + c rounds twice, as on every other backend and in torch: no
+      // contraction into a fused multiply-add where the target has one
+      // (aarch64, the AVX-512 group loop; coreai_msl/entry.h).
+      "-ffp-contract=off",
       // Kernel code has no exceptions and must not unwind through fibers.
       "-fno-exceptions",
       // A frame larger than a page touches each page in turn, so that an

@@ -171,8 +171,11 @@ std::string entry_shim(const KernelRecord& record) {
       << "    coreai::for_each_thread(g, [&](const coreai_cpu_thread& t) { coreai_call(" << held
       << ", g, t); });\n"
       << "  }\n}\n";
-    s << "#if COREAI_CPU_AVX2_GROUP_LOOP\n"
+    s << "#if COREAI_CPU_X86_GROUP_LOOP_COPIES\n"
       << "[[gnu::target(\"avx2\")]] void coreai_group_loop_avx2(void* const* a, "
+         "const coreai_cpu_group* g) {\n"
+      << "  coreai_group_loop(a, g);\n}\n"
+      << "[[gnu::target(\"avx512f,avx512vl\")]] void coreai_group_loop_avx512(void* const* a, "
          "const coreai_cpu_group* g) {\n"
       << "  coreai_group_loop(a, g);\n}\n"
       << "#endif\n";
@@ -180,7 +183,11 @@ std::string entry_shim(const KernelRecord& record) {
       << "extern \"C\" {\n"
       << "COREAI_CPU_EXPORT void coreai_cpu_kernel_run_group(void* const* a, "
          "const coreai_cpu_group* g) {\n"
-      << "#if COREAI_CPU_AVX2_GROUP_LOOP\n"
+      << "#if COREAI_CPU_X86_GROUP_LOOP_COPIES\n"
+      << "  if (__builtin_cpu_supports(\"avx512f\") && __builtin_cpu_supports(\"avx512vl\")) {\n"
+      << "    coreai_group_loop_avx512(a, g);\n"
+      << "    return;\n"
+      << "  }\n"
       << "  if (__builtin_cpu_supports(\"avx2\")) {\n"
       << "    coreai_group_loop_avx2(a, g);\n"
       << "    return;\n"

@@ -1,11 +1,11 @@
 """The loop-mode group loop's versions give the same bits.
 
 The compiled group loop has a copy for views whose dimension-0 strides are all
-1 (vectorized; on x86-64 with AVX2, with masked stores for a bounds check), a
-copy for any strides, and one that reads the metadata buffer in place when it is
-too long to copy (more than 128 entries). Each launch below goes down one of
-them; the results are compared bit for bit with torch, which does the same
-single float32 rounding per element.
+1 (vectorized; on x86-64 also compiled for AVX2 and AVX-512, with masked
+stores for a bounds check), a copy for any strides, and one that reads the
+metadata buffer in place when it is too long to copy (more than 128 entries).
+Each launch below goes down one of them; the results are compared bit for bit
+with torch, which does the same single float32 rounding per element.
 """
 
 from __future__ import annotations
@@ -81,3 +81,22 @@ def test_metadata_longer_than_the_held_copy() -> None:
     for t in inputs[1:]:
         expected = expected + t  # the kernel adds left to right too
     torch.testing.assert_close(out, expected, rtol=0, atol=0)
+
+
+def test_no_copy_fuses_a_multiply_add() -> None:
+    # a = 1 + 2^-12: a * a = 1 + 2^-11 + 2^-24 exactly. A float product rounds
+    # the 2^-24 away (a tie, to even), so a * a - 1 is 2^-11; a fused
+    # multiply-add keeps it: 2^-11 + 2^-24. The AVX-512 copy (on CPUs that
+    # have it) and aarch64 have FMA instructions; none may be used.
+    fmadd = kernel(
+        "loop_versions_fmadd",
+        [Tensor("x"), Tensor("y")],
+        [Tensor("out")],
+        "if (id < out.get_extent(0)) out[id] = x[id] * x[id] + y[id];",
+        GID,
+    )
+    n = 1000
+    x, y = torch.full((n,), 1 + 2**-12), torch.full((n,), -1.0)
+    (out,) = fmadd(x, y, grid=(1024, 1, 1), group=(256, 1, 1), shapes=[[n]])
+    torch.testing.assert_close(out, torch.full((n,), 2**-11), rtol=0, atol=0)
+    torch.testing.assert_close(out, x * x + y, rtol=0, atol=0)
