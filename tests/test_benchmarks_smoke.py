@@ -41,6 +41,14 @@ EXPECTED_KEYS = {
     "cpp.tiled_matmul_as_loops",
     "cpp.simdgroup_gemm",
     "cpp.barrier_alone",
+    "py.debug.corpus_median",
+    "py.debug.corpus_90th",
+    "py.debug.corpus_largest",
+    "py.debug.corpus_refused",
+    "py.debug.corpus_different_bits",
+    "py.debug.add",
+    "py.debug.tiled_matmul",
+    "py.fidelity.compile_new_kernel",
 }
 # Rows with a target must say whether they met it.
 TARGETED_KEYS = {
@@ -101,6 +109,8 @@ def test_every_expected_row_is_present(smoke_run: tuple[dict, str]) -> None:
 # Rows that are the difference of two timings (with and without barriers): at
 # smoke sizes, one call per repetition, a loaded machine makes them negative.
 DIFFERENCE_KEYS = {"py.barrier_cost", "cpp.barrier_alone"}
+# Rows that count calls: none is a fine answer.
+COUNT_KEYS = {"py.debug.corpus_refused", "py.debug.corpus_different_bits"}
 
 
 def test_numbers_are_finite_and_positive(smoke_run: tuple[dict, str]) -> None:
@@ -108,7 +118,10 @@ def test_numbers_are_finite_and_positive(smoke_run: tuple[dict, str]) -> None:
     for r in report["rows"]:
         assert isinstance(r["metric"], str) and r["metric"], r
         assert _finite(r["ours"]), r
-        assert r["ours"] > 0 or r.get("key") in DIFFERENCE_KEYS, r
+        if r.get("key") in COUNT_KEYS:
+            assert r["ours"] >= 0 and r["ours"] == int(r["ours"]), r
+        else:
+            assert r["ours"] > 0 or r.get("key") in DIFFERENCE_KEYS, r
         if r.get("baseline") is not None:
             assert _finite(r["baseline"]) and r["baseline"] > 0, r
             assert math.isclose(r["ratio"], r["ours"] / r["baseline"], rel_tol=1e-3), r
