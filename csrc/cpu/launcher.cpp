@@ -9,6 +9,11 @@
 #include <cstdio>
 #include <sstream>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
 #include "cpu/access_checker.h"
 #include "cpu/debug_buffers.h"
 #include "cpu/group_runner.h"
@@ -271,6 +276,45 @@ void run_groups(const KernelLibrary& lib, void* const* ptrs, const LaunchArgs& a
   });
 }
 
+// ---- large results: their pages ------------------------------------------
+
+// A large result is fresh memory from the allocator, and each of its pages
+// would trap on the kernel's first store to it, one fault per 4 KiB page.
+// Asking Linux to map the pages first (MADV_POPULATE_WRITE, Linux 5.14) does
+// the same zeroing without the traps: one thread adding 2^24 floats into a
+// fresh 64 MiB result took 44-48 ms with the faults and 33 ms after mapping
+// (a standalone copy of the loop). The pages are mapped in 2 MiB pieces
+// spread over torch's intra-op threads, like the groups.
+// A hint only: where it is refused (an older kernel), the pages fault in as
+// they would have. Contents are untouched: the results are uninitialised
+// memory either way.
+constexpr size_t kMapAheadMinBytes = size_t{4} << 20;
+constexpr size_t kMapAheadPieceBytes = size_t{2} << 20;
+
+void map_result_pages(const LaunchArgs& args) {
+#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  for (size_t i = args.args.size() - args.num_results; i < args.args.size(); ++i) {
+    const at::Tensor& t = args.args[i].tensor;
+    if (t.nbytes() < kMapAheadMinBytes) continue;
+    const auto start = reinterpret_cast<uintptr_t>(t.data_ptr());
+    const uintptr_t begin = (start + page - 1) & ~(page - 1);
+    const uintptr_t end = (start + t.nbytes()) & ~(page - 1);
+    const auto pieces =
+        static_cast<int64_t>((end - begin + kMapAheadPieceBytes - 1) / kMapAheadPieceBytes);
+    at::parallel_for(0, pieces, 1, [&](int64_t first, int64_t last) {
+      for (int64_t p = first; p < last; ++p) {
+        const uintptr_t from = begin + static_cast<uintptr_t>(p) * kMapAheadPieceBytes;
+        const size_t bytes = std::min<uintptr_t>(kMapAheadPieceBytes, end - from);
+        (void)madvise(reinterpret_cast<void*>(from), bytes, MADV_POPULATE_WRITE);
+      }
+    });
+  }
+#else
+  (void)args;
+#endif
+}
+
 // Refuses a launch whose stacks cannot fit, before anything runs.
 void check_stack_budget(const KernelRecord& record, const KernelLibrary& lib,
                         const LaunchArgs& args) {
@@ -422,6 +466,7 @@ void run(int64_t handle, const KernelRecord& record, LaunchArgs& args) {
     TORCH_CHECK(!state.failed(), state.report());
   };
   if (!debug) {
+    map_result_pages(args);
     run_groups(lib, ptrs.data(), args, state, scope);
     finish();
     return;

@@ -1,0 +1,59 @@
+"""Large results are mapped before the kernel runs (csrc/cpu/launcher.cpp, map_result_pages).
+
+A kernel's first store to each page of a fresh result would otherwise trap,
+one page fault per 4 KiB; mapping them in one request first is what brings a
+2^24-element add level with torch.add (benchmarks/README.md). mincore(2) says
+which pages of the result are mapped after a launch that stored into one.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import sys
+
+import pytest
+import torch
+from support.cpu_launch import Tensor, kernel
+
+GID = [("id", "uint", "thread_position_in_grid")]
+MADV_POPULATE_WRITE = 23  # Linux 5.14
+
+if sys.platform != "linux":
+    pytest.skip("mapping results ahead is Linux's MADV_POPULATE_WRITE", allow_module_level=True)
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+
+
+def _populate_supported() -> bool:
+    area = mmap.mmap(-1, mmap.PAGESIZE)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(area))
+    supported = _libc.madvise(address, mmap.PAGESIZE, MADV_POPULATE_WRITE) == 0
+    area.close()
+    return supported
+
+
+def _mapped_pages(t: torch.Tensor) -> tuple[int, int]:
+    """(mapped, total) whole pages of ``t``'s memory."""
+    page = mmap.PAGESIZE
+    begin = -(-t.data_ptr() // page) * page
+    end = (t.data_ptr() + t.nbytes) // page * page
+    count = (end - begin) // page
+    vec = (ctypes.c_ubyte * count)()
+    assert _libc.mincore(begin, end - begin, vec) == 0, ctypes.get_errno()
+    return sum(v & 1 for v in vec), count
+
+
+@pytest.mark.skipif(not _populate_supported(), reason="the Linux kernel lacks MADV_POPULATE_WRITE")
+def test_a_large_result_is_mapped_before_the_kernel_runs() -> None:
+    one_store = kernel(
+        "map_ahead_one_store", [Tensor("x")], [Tensor("out")], "if (id == 0) out[0] = x[0];", GID
+    )
+    n = 4 << 20  # 16 MiB of float: over the 4 MiB from which results are mapped ahead
+    (out,) = one_store(torch.full((1,), 7.0), grid=(1, 1, 1), group=(1, 1, 1), shapes=[[n]])
+    assert out[0].item() == 7.0
+    mapped, total = _mapped_pages(out)
+    # One store touched one page; every page is mapped.
+    assert mapped == total, f"{mapped} of {total} pages mapped"
