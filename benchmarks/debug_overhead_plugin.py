@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from typing import Any
 
 import torch
+from timing import Plan, measure_interleaved
 
 from coreai_torch import TorchMetalKernel, kernel_op, modes
 
@@ -53,11 +53,6 @@ def _identical(kernel: TorchMetalKernel, a: Any, b: Any) -> bool:
     return True
 
 
-def _median_seconds(times: list[float]) -> float:
-    ordered = sorted(times)
-    return ordered[len(ordered) // 2]
-
-
 def _time_both(kernel: TorchMetalKernel, flat: tuple) -> dict[str, Any]:
     def call(debug: bool) -> Any:
         kernel.debug = debug
@@ -72,16 +67,12 @@ def _time_both(kernel: TorchMetalKernel, flat: tuple) -> dict[str, Any]:
         first = str(exc).strip().splitlines()
         return {"refused": f"{type(exc).__name__}: {first[0] if first else ''}"}
     default_out = call(False)
-    default_s: list[float] = []
-    debug_s: list[float] = []
-    for _ in range(_REPS):
-        for debug, times in ((False, default_s), (True, debug_s)):
-            start = time.perf_counter()
-            call(debug)
-            times.append(time.perf_counter() - start)
+    default, debug = measure_interleaved(
+        [lambda: call(False), lambda: call(True)], Plan(warmup=0, reps=_REPS, calls=1)
+    )
     return {
-        "default_s": _median_seconds(default_s),
-        "debug_s": _median_seconds(debug_s),
+        "default_s": default.median,
+        "debug_s": debug.median,
         "identical": _identical(kernel, default_out, debug_out),
     }
 

@@ -13,6 +13,7 @@
 #include "cpu/fiber.h"
 #include "cpu/jit.h"
 #include "cpu/kernel_guard.h"
+#include "cpu/metal_fidelity.h"
 #include "cpu/source_scan.h"
 #include "autograd_kernel.h"
 #include "cpu/x86_division.h"
@@ -78,6 +79,8 @@ PYBIND11_MODULE(_C, m) {
       },
       "The C++ compiler the CPU backend compiles kernels with.");
   m.def("_msl_directory", &coreai_torch::cpu::msl_directory);
+  m.def("_metal_fidelity_enabled", &coreai_torch::cpu::metal_fidelity_enabled,
+        "Whether kernels compiled now refuse what Metal refuses (COREAI_TORCH_METAL_FIDELITY).");
   m.def(
       "_complete_x86_division",
       [](const std::string& code, std::vector<uint64_t> gpr) {

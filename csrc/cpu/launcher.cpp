@@ -293,10 +293,10 @@ constexpr size_t kMapAheadPieceBytes = size_t{2} << 20;
 
 void map_result_pages(const LaunchArgs& args) {
 #if defined(__linux__) && defined(MADV_POPULATE_WRITE)
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   for (size_t i = args.args.size() - args.num_results; i < args.args.size(); ++i) {
     const at::Tensor& t = args.args[i].tensor;
     if (t.nbytes() < kMapAheadMinBytes) continue;
+    static const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
     const auto start = reinterpret_cast<uintptr_t>(t.data_ptr());
     const uintptr_t begin = (start + page - 1) & ~(page - 1);
     const uintptr_t end = (start + t.nbytes()) & ~(page - 1);

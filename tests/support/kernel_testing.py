@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from coreai_torch import TorchMetalKernel, kernel_op, modes
+from coreai_torch import _C, TorchMetalKernel, kernel_op, modes
 from coreai_torch.contract import OPTION_DEBUG
 
 TEST_DEVICE = os.environ.get("COREAI_TORCH_TEST_DEVICE", "")
@@ -204,19 +204,13 @@ LAUNCHED: dict[tuple, str] = {}
 _LAUNCHED_LOCK = threading.Lock()
 
 
-def _metal_fidelity_off() -> bool:
-    # Mirrors metal_fidelity_enabled() in csrc/cpu/metal_fidelity.cpp.
-    value = os.environ.get("COREAI_TORCH_METAL_FIDELITY", "1").lower()
-    return value in ("0", "false", "no", "off")
-
-
 def record_launch(name: str, registration: tuple) -> None:
     """Notes a specialization that launched (``registration``: register_kernel's arguments).
 
     A launch with Metal fidelity switched off is not noted: such a kernel may use
     what no GPU compiler accepts (``double``), which is why it needed the switch.
     """
-    if _metal_fidelity_off():
+    if not _C._metal_fidelity_enabled():
         return
     *head, options = (tuple(a) if isinstance(a, list) else a for a in registration)
     with _LAUNCHED_LOCK:
