@@ -2,12 +2,14 @@
 // release and launch of kernel specializations for callers of the dispatcher
 // (Python's torch.ops.coreai_torch, C++ through c10::Dispatcher), plus the CPU
 // backend's introspection hooks.
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
 #include "coreai_torch.h"
 #include "cpu/jit.h"
 #include "launch_args.h"
+#include "records_gradient.h"
 
 namespace coreai_torch {
 namespace {
@@ -83,6 +85,36 @@ std::string cpu_translation_unit_op(int64_t handle) {
   return cpu::translation_unit(*kernel_record(handle));
 }
 
+// launch at the Autograd key. launch has no derivative, and without a kernel
+// here a call would go through torch's boxed autograd fallback, which boxes
+// and unboxes every argument (a third of a small launch from C++) and, when
+// an input requires grad, lets the forward run and leaves its gradient out
+// with a warning at backward. This kernel refuses such a call up front and
+// passes every other one on, unboxed, to the kernel below autograd.
+std::vector<at::Tensor> launch_autograd(c10::DispatchKeySet keys, int64_t handle,
+                                        at::TensorList tensors,
+                                        c10::ArrayRef<c10::Scalar> scalars, at::IntArrayRef grid,
+                                        at::IntArrayRef group, at::IntArrayRef result_shapes) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].defined() && records_gradient(tensors[i])) {
+      const auto record = kernel_record(handle);
+      TORCH_CHECK(false, "kernel '", record->name, "': coreai_torch::launch has no derivative, ",
+                  "but tensor argument ", i, " requires grad (or carries a forward-mode ",
+                  "tangent). Call the kernel's op torch.ops.coreai_metal_kernels.",
+                  record->name, " (or its TorchMetalKernel), which records a backward, or ",
+                  "launch under torch::NoGradGuard / on detached tensors.");
+    }
+  }
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("coreai_torch::launch", "")
+                             .typed<std::vector<at::Tensor>(
+                                 int64_t, at::TensorList, c10::ArrayRef<c10::Scalar>,
+                                 at::IntArrayRef, at::IntArrayRef, at::IntArrayRef)>();
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return op.redispatch(keys & c10::after_ADInplaceOrView_keyset, handle, tensors, scalars, grid,
+                       group, result_shapes);
+}
+
 }  // namespace
 
 TORCH_LIBRARY(coreai_torch, m) {
@@ -107,5 +139,6 @@ TORCH_LIBRARY(coreai_torch, m) {
 // names the kernel when there is none (CUDA, XPU, MPS in a Linux build, ...).
 TORCH_LIBRARY_IMPL(coreai_torch, CompositeExplicitAutograd, m) { m.impl("launch", &launch); }
 TORCH_LIBRARY_IMPL(coreai_torch, Meta, m) { m.impl("launch", &launch_meta_op); }
+TORCH_LIBRARY_IMPL(coreai_torch, Autograd, m) { m.impl("launch", TORCH_FN(launch_autograd)); }
 
 }  // namespace coreai_torch

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "autograd_kernel.h"
 #include "coreai_torch.h"
 #include "launch_args.h"
+#include "records_gradient.h"
 
 namespace coreai_torch {
 namespace {

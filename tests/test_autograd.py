@@ -286,3 +286,37 @@ def test_a_torch_defn_that_cannot_be_differentiated_says_so():
         r"register a backward with kernel.register_autograd"
     ):  # fmt: skip
         out.sum().backward()
+
+
+# -------------------------------------------------------- the raw launch op
+
+
+def _add_handle(x: torch.Tensor, y: torch.Tensor) -> int:
+    custom_add(x.detach(), y.detach(), **flat(8), result_shapes=[[8]])  # registers it
+    return custom_add.specializations.handle(custom_add, (x, y), [[8]], custom_add.options)
+
+
+def test_the_launch_op_refuses_inputs_that_require_grad():
+    # coreai_torch::launch has no derivative: a call that autograd would record
+    # is refused up front (torch's fallback would run it and leave the
+    # gradient out at backward, with a warning).
+    x, y = leaf(8, seed=1), torch.randn(8)
+    handle = _add_handle(x, y)
+    with pytest.raises(
+        RuntimeError,
+        match=r"kernel 'vector_add': coreai_torch::launch has no "
+        r"derivative, but tensor argument 0 requires grad",
+    ):
+        torch.ops.coreai_torch.launch.default(handle, [x, y], [], [8, 1, 1], [32, 1, 1], [8])
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(y, torch.ones(8))
+        with pytest.raises(RuntimeError, match="tensor argument 1 requires grad"):
+            torch.ops.coreai_torch.launch.default(
+                handle, [x.detach(), dual], [], [8, 1, 1], [32, 1, 1], [8]
+            )
+    with torch.no_grad():
+        (out,) = torch.ops.coreai_torch.launch.default(
+            handle, [x, y], [], [8, 1, 1], [32, 1, 1], [8]
+        )
+    torch.testing.assert_close(out, x.detach() + y, rtol=0, atol=0)
+    assert not out.requires_grad
