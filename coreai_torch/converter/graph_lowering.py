@@ -43,10 +43,11 @@ def kernel_name(target: Any) -> str | None:
     """The kernel a call target runs (a ``coreai_metal_kernels`` op), or ``None``."""
     if not isinstance(target, OpOverload):
         return None
-    if target not in _KERNEL_NAMES:
+    name = _KERNEL_NAMES.get(target, "")
+    if name == "":
         name = target.name().split("::", 1)[1].split(".", 1)[0]
-        _KERNEL_NAMES[target] = name if target.namespace == KERNEL_NAMESPACE else None
-    return _KERNEL_NAMES[target]
+        name = _KERNEL_NAMES[target] = name if target.namespace == KERNEL_NAMESPACE else None
+    return name
 
 
 _KERNEL_NAMES: dict[OpOverload, str | None] = {}
@@ -82,6 +83,15 @@ class GraphLowerer:
     ) -> None:
         self.user_lowerings = user_lowerings
         self.kernel_lowerings = kernel_lowerings
+        # Live nodes by graph, found by check() and used again by lower_nodes():
+        # a lowerer converts one set of programs, which nothing changes meanwhile.
+        self._live: dict[fx.Graph, set[fx.Node]] = {}
+
+    def live(self, graph: fx.Graph) -> set[fx.Node]:
+        found = self._live.get(graph)
+        if found is None:
+            found = self._live[graph] = live_nodes(graph)
+        return found
 
     # -- checks before any IR is built ---------------------------------------
 
@@ -89,7 +99,7 @@ class GraphLowerer:
         """Raise before conversion: unregistered kernels, then every unsupported op."""
         missing_kernels: dict[str, fx.Node] = {}
         unsupported: list[fx.Node] = []
-        for node in all_call_nodes(graph_module):
+        for node in all_call_nodes(graph_module, self.live):
             name = kernel_name(node.target)
             if name is not None and name not in self.kernel_lowerings:
                 if user_lowering(self.user_lowerings, node.target) is None:
@@ -123,7 +133,7 @@ class GraphLowerer:
             ctx.functionalizer = Functionalizer(graph_module.graph)
         if Batching.needed(graph_module.graph):
             ctx.batching = Batching()
-        live = live_nodes(graph_module.graph)
+        live = self.live(graph_module.graph)
         # Calls that repeat an earlier call with the same arguments reuse its
         # value (the same mask or position table built once per layer): unless
         # an in-place op can change a value between the two.
@@ -210,28 +220,36 @@ def _call_key(node: fx.Node, canonical: dict[fx.Node, fx.Node]) -> Any:
     target = node.target
     if isinstance(target, HigherOrderOperator) or kernel_name(target) is not None:
         return None  # regions and kernel calls are lowered each time they appear
-
-    def canon(value: Any) -> Any:
-        if isinstance(value, fx.Node):
-            return canonical.get(value, value)
-        if isinstance(value, int | str | bool | None):
-            return type(value), value
-        if isinstance(value, list | tuple):
-            return tuple(canon(v) for v in value)
-        if isinstance(value, dict):
-            return tuple(sorted((k, canon(v)) for k, v in value.items()))
-        if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
-            return str(value)
-        if isinstance(value, float):
-            return float, repr(value)  # 1 and 1.0 give other dtypes; 0.0 and -0.0 differ
-        return type(value), value
-
-    key = (target, canon(node.args), canon(node.kwargs))
+    key = (target, _canon(node.args, canonical), _canon(node.kwargs, canonical))
     try:
         hash(key)
     except TypeError:
         return None
     return key
+
+
+# Argument types that stand for themselves in a call key, tagged with their type:
+# 1 and True (and 1.0) are equal in Python but give values of other dtypes.
+_PLAIN_TYPES = frozenset({int, str, bool, type(None)})
+
+
+def _canon(value: Any, canonical: dict[fx.Node, fx.Node]) -> Any:
+    kind = type(value)
+    if kind is fx.Node:
+        return canonical.get(value, value)
+    if kind in _PLAIN_TYPES:
+        return kind, value
+    if kind is tuple or kind is list:
+        return tuple([_canon(v, canonical) for v in value])
+    if kind is float:
+        return float, repr(value)  # 0.0 and -0.0 differ
+    if isinstance(value, dict):
+        return tuple(sorted((k, _canon(v, canonical)) for k, v in value.items()))
+    if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+        return str(value)
+    if isinstance(value, list | tuple):  # named tuples, immutable_list
+        return tuple([_canon(v, canonical) for v in value])
+    return kind, value
 
 
 def _reuse(ctx: LoweringContext, node: fx.Node, earlier: fx.Node) -> None:
@@ -268,11 +286,16 @@ def _checked_one(node: fx.Node, value: Any, fake: Any) -> Any:
     actual = value.type
     if not isinstance(actual, RankedTensorType):
         return value
-    if dtypes.is_supported(fake.dtype) and actual == dtypes.tensor_type(fake):
+    supported = dtypes.is_supported(fake.dtype)
+    if (
+        supported
+        and actual.shape == dtypes.ir_dims(fake)
+        and actual.element_type == dtypes.element_type(fake.dtype)
+    ):
         return value  # the common case: exactly the type torch's sizes give
     if actual.rank != fake.dim():
         raise TypeError(f"lowering produced rank {actual.rank}, torch has rank {fake.dim()}")
-    if dtypes.is_supported(fake.dtype) and actual.element_type != dtypes.element_type(fake.dtype):
+    if supported and actual.element_type != dtypes.element_type(fake.dtype):
         raise TypeError(
             f"lowering produced element type {actual.element_type}, "
             f"torch has {fake.dtype} ({dtypes.element_type(fake.dtype)})"
@@ -326,12 +349,15 @@ def live_nodes(graph: fx.Graph) -> set[fx.Node]:
     return live
 
 
-def all_call_nodes(graph_module: fx.GraphModule) -> list[fx.Node]:
+def all_call_nodes(
+    graph_module: fx.GraphModule,
+    live: Callable[[fx.Graph], set[fx.Node]] = live_nodes,
+) -> list[fx.Node]:
     """Live call nodes of a graph and of the sub-graphs its higher-order ops use."""
     nodes: list[fx.Node] = []
-    live = live_nodes(graph_module.graph)
+    live_here = live(graph_module.graph)
     for node in graph_module.graph.nodes:
-        if node.op != "call_function" or node not in live:
+        if node.op != "call_function" or node not in live_here:
             continue
         nodes.append(node)
         if isinstance(node.target, HigherOrderOperator):
@@ -339,5 +365,5 @@ def all_call_nodes(graph_module: fx.GraphModule) -> list[fx.Node]:
                 if isinstance(arg, fx.Node) and arg.op == "get_attr":
                     sub = getattr(graph_module, str(arg.target), None)
                     if isinstance(sub, fx.GraphModule):
-                        nodes.extend(all_call_nodes(sub))
+                        nodes.extend(all_call_nodes(sub, live))
     return nodes
