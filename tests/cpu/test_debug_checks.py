@@ -290,3 +290,39 @@ def test_default_mode_kernels_carry_no_checks(tmp_path, monkeypatch) -> None:
     assert libraries["default"] and libraries["debug"]
     assert not any(b"__tsan_" in lib for lib in libraries["default"])
     assert all(b"__tsan_" in lib for lib in libraries["debug"])
+
+
+# The documented limit of fiber mode's lockstep (docs/cpu.md, "Lockstep"): lane
+# 0 writes t[0] inside a branch the other lanes skip, between two reads of t[0]
+# by all lanes. In lockstep every lane's second read sees 100; fiber mode lets
+# the other lanes make both reads in one run of reads, so they see the old
+# value twice. Default mode gives that silently; debug mode must report it.
+LOCKSTEP_LIMIT = """
+threadgroup float t[32];
+t[lid] = x[id];
+simdgroup_barrier(mem_flags::mem_threadgroup);
+float before = t[0];
+if (lid == 0) { t[0] = 100.0f; }
+float after = t[0];
+out[id] = before + after;
+"""
+
+
+def test_the_lockstep_limit_is_reported_in_debug_mode(capfd) -> None:
+    x = torch.arange(1.0, 33.0)
+    plain = kernel("lockstep_limit", [Tensor("x")], [Tensor("out")], LOCKSTEP_LIMIT, ATTRS)
+    (out,) = plain(x, grid=(32, 1, 1), group=(32, 1, 1), shapes=[[32]])
+    # Lane 0 reads 1 then its own 100; the others read the old 1 twice (a GPU
+    # in lockstep would give them 101 too).
+    torch.testing.assert_close(out, torch.tensor([101.0] + [2.0] * 31), rtol=0, atol=0)
+
+    checked = kernel(
+        "lockstep_limit_debug", [Tensor("x")], [Tensor("out")], LOCKSTEP_LIMIT, ATTRS, debug=True
+    )
+    checked(x, grid=(32, 1, 1), group=(32, 1, 1), shapes=[[32]])
+    found = C._last_debug_findings()
+    assert [f["kind"] for f in found] == ["SIMD lockstep"]
+    assert found[0]["memory"] == "threadgroup memory 't'" and found[0]["index"] == "[0]"
+    assert "(0, 0, 0)" in found[0]["threads"]  # lane 0, the writer
+    assert "src:6:" in " ".join(found[0]["lines"])  # the write inside the branch
+    assert "relies on SIMD-group lockstep" in capfd.readouterr().err
