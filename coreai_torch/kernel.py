@@ -32,7 +32,7 @@ from .specializations import Specializations
 _ACTIVE = kernel_op.ACTIVE
 
 
-class TorchMetalKernel:
+class TorchMetalKernel(_C.KernelCall):
     """A Metal compute kernel with a PyTorch reference, callable as a torch op.
 
     Args:
@@ -153,6 +153,8 @@ class TorchMetalKernel:
         result_shapes: Sequence[Sequence[int]],
     ) -> Any:
         """Run the kernel: ``args`` in ``input_names`` order; returns as ``torch_defn`` does."""
+        # csrc/kernel_call.cpp makes this same test and launch before Python
+        # runs this method at all: a change here is a change there.
         if (
             _ACTIVE.get(self.name) is self
             and (modes._mode if self.execution_mode is None else self.execution_mode) == "kernel"
@@ -305,5 +307,8 @@ class TorchMetalKernel:
             return outs[0]
         return tuple(outs) if self.return_kind == "tuple" else list(outs)
 
+
+# Calls of TorchMetalKernel objects by vectorcall, with what __call__'s test reads.
+_C._kernel_call_install(TorchMetalKernel, _ACTIVE, modes, torch.compiler, reraise_compile_error)
 
 __all__ = ["MetalCompileError", "TorchMetalKernel"]

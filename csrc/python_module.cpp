@@ -19,6 +19,7 @@
 #include "cpu/x86_division.h"
 #include "cuda/jit.h"
 #include "cuda/toolchain.h"
+#include "kernel_call.h"
 #include "python_contract.h"
 #include "specialization_table.h"
 
@@ -151,6 +152,7 @@ PYBIND11_MODULE(_C, m) {
   coreai_torch::add_autograd_kernel(m);
   coreai_torch::add_contract(m);
   coreai_torch::add_specialization_table(m);
+  coreai_torch::add_kernel_call(m);
 }
 
 #endif  // COREAI_TORCH_NO_PYTHON

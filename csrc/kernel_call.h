@@ -1,0 +1,14 @@
+// KernelCall, the base type of TorchMetalKernel (coreai_torch/kernel.py): its
+// instances are called by vectorcall, and a plain eager call is launched
+// without running the Python __call__ (kernel_call.cpp).
+#pragma once
+#ifndef COREAI_TORCH_NO_PYTHON
+
+#include <torch/extension.h>
+
+namespace coreai_torch {
+// Adds the type KernelCall and _kernel_call_install to the module.
+void add_kernel_call(pybind11::module_& m);
+}  // namespace coreai_torch
+
+#endif  // COREAI_TORCH_NO_PYTHON
