@@ -159,6 +159,67 @@ for (int i = 0; i < 4; ++i) {
     metal_params=[MetalParameter("tg", "uint2", "threadgroup_position_in_grid")],
 )
 
+# The GEMM above as a backend that runs a SIMD-group as one vectorised unit
+# would emit it: one CPU thread runs a whole SIMD-group, so an 8 x 8
+# simdgroup_float8x8 is a local 8 x 8 array (all 32 lanes' elements at once),
+# simdgroup_load and simdgroup_store are row copies, and
+# simdgroup_multiply_accumulate is an 8 x 8 x 8 loop nest that clang
+# vectorises. Same tiles, same loads and the same accumulation order per
+# element as the kernel above; no SIMD-group functions remain, so the CPU
+# backend runs it in loop mode. It is a measured prototype of that design (the
+# transformation is not implemented); its result is checked.
+simdgroup_gemm_as_vector_unit = TorchMetalKernel(
+    "bench_simdgroup_gemm_as_vector_unit",
+    ["A", "B"],
+    ["C"],
+    src="""
+const uint K = A.get_extent(0);
+const uint N = B.get_extent(0);
+const uint n0 = tile.x * 32;
+const uint m0 = tile.y * 32;
+const device float* a_data = A.get_data_ptr();
+const device float* b_data = B.get_data_ptr();
+device float* c_data = C.get_data_ptr();
+float acc[4][4][8][8] = {};
+for (uint k0 = 0; k0 < K; k0 += 8) {
+    float a[4][8][8];
+    float b[4][8][8];
+    for (int i = 0; i < 4; ++i) {
+        for (int r = 0; r < 8; ++r) {
+            for (int c = 0; c < 8; ++c) a[i][r][c] = a_data[(m0 + 8 * i + r) * K + k0 + c];
+        }
+    }
+    for (int j = 0; j < 4; ++j) {
+        for (int r = 0; r < 8; ++r) {
+            for (int c = 0; c < 8; ++c) b[j][r][c] = b_data[(k0 + r) * N + n0 + 8 * j + c];
+        }
+    }
+    for (int i = 0; i < 4; ++i) {
+        for (int j = 0; j < 4; ++j) {
+            for (int r = 0; r < 8; ++r) {
+                for (int c = 0; c < 8; ++c) {
+                    float sum = acc[i][j][r][c];
+                    for (int k = 0; k < 8; ++k) sum += a[i][r][k] * b[j][k][c];
+                    acc[i][j][r][c] = sum;
+                }
+            }
+        }
+    }
+}
+for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 4; ++j) {
+        for (int r = 0; r < 8; ++r) {
+            for (int c = 0; c < 8; ++c) {
+                c_data[(m0 + 8 * i + r) * N + n0 + 8 * j + c] = acc[i][j][r][c];
+            }
+        }
+    }
+}
+""",
+    torch_defn=torch_matmul,
+    metal_params=[MetalParameter("tile", "uint2", "thread_position_in_grid")],
+)
+
 
 def torch_barrier_loop(x: torch.Tensor, count: int) -> torch.Tensor:
     return x + count
@@ -178,6 +239,40 @@ if (id < out.get_extent(0)) out[id] = x[id] + count;
 """,
     torch_defn=torch_barrier_loop,
     metal_params=[MetalParameter("id", "uint", "thread_position_in_grid")],
+)
+
+# The barrier loop above as a backend that runs the barrier-free regions of a
+# threadgroup as loops would emit it: one CPU thread runs a whole 256-thread
+# group; `i`, which lives across the barrier, is spilled to one slot per
+# thread; each pass of the `while` is one barrier, and the region between two
+# barriers (test `i < count`, step `i`) is a loop over the group's threads.
+# Each thread writes x + i, its `i` after the loop (count), so that the spilled
+# counters are used and the compiler cannot drop the loop. A measured prototype
+# of that design's cost per thread per barrier; its result is checked.
+barrier_loop_as_loops = TorchMetalKernel(
+    "bench_barrier_loop_as_loops",
+    ["x", "count"],
+    ["out"],
+    src="""
+int i_of[256];
+for (uint t = 0; t < 256; ++t) i_of[t] = 0;
+bool waiting = count > 0;
+while (waiting) {
+    waiting = false;
+    for (uint t = 0; t < 256; ++t) {
+        if (i_of[t] < count) {
+            i_of[t] += 1;
+            waiting = waiting || i_of[t] < count;
+        }
+    }
+}
+for (uint t = 0; t < 256; ++t) {
+    const uint id = group * 256 + t;
+    if (id < out.get_extent(0)) out[id] = x[id] + i_of[t];
+}
+""",
+    torch_defn=torch_barrier_loop,
+    metal_params=[MetalParameter("group", "uint", "thread_position_in_grid")],
 )
 
 

@@ -25,12 +25,15 @@ RUN_ALL = ROOT / "benchmarks" / "run_all.py"
 
 EXPECTED_KEYS = {
     "py.launch_tiny",
+    "py.launch_tiny_vectorcall",
     "py.launch_tiny_vs_reference",
     "py.vector_add",
     "py.tiled_matmul",
     "py.tiled_matmul_as_loops",
     "py.simdgroup_gemm",
+    "py.simdgroup_gemm_as_vector_unit",
     "py.barrier_cost",
+    "py.barrier_cost_as_loops",
     "py.cold_compile",
     "py.warm_first_result",
     "py.import",
@@ -40,7 +43,9 @@ EXPECTED_KEYS = {
     "cpp.tiled_matmul",
     "cpp.tiled_matmul_as_loops",
     "cpp.simdgroup_gemm",
+    "cpp.simdgroup_gemm_as_vector_unit",
     "cpp.barrier_alone",
+    "cpp.barrier_alone_as_loops",
     "py.debug.corpus_median",
     "py.debug.corpus_90th",
     "py.debug.corpus_largest",
@@ -53,11 +58,14 @@ EXPECTED_KEYS = {
 # Rows with a target must say whether they met it.
 TARGETED_KEYS = {
     "py.launch_tiny",
+    "py.launch_tiny_vectorcall",
     "py.vector_add",
     "py.tiled_matmul",
     "py.tiled_matmul_as_loops",
     "py.simdgroup_gemm",
+    "py.simdgroup_gemm_as_vector_unit",
     "py.barrier_cost",
+    "py.barrier_cost_as_loops",
     "py.cold_compile",
     "py.warm_first_result",
     "cpp.cold_compile",
@@ -66,7 +74,9 @@ TARGETED_KEYS = {
     "cpp.tiled_matmul",
     "cpp.tiled_matmul_as_loops",
     "cpp.simdgroup_gemm",
+    "cpp.simdgroup_gemm_as_vector_unit",
     "cpp.barrier_alone",
+    "cpp.barrier_alone_as_loops",
 }
 
 
@@ -108,7 +118,12 @@ def test_every_expected_row_is_present(smoke_run: tuple[dict, str]) -> None:
 
 # Rows that are the difference of two timings (with and without barriers): at
 # smoke sizes, one call per repetition, a loaded machine makes them negative.
-DIFFERENCE_KEYS = {"py.barrier_cost", "cpp.barrier_alone"}
+DIFFERENCE_KEYS = {
+    "py.barrier_cost",
+    "py.barrier_cost_as_loops",
+    "cpp.barrier_alone",
+    "cpp.barrier_alone_as_loops",
+}
 # Rows that count calls: none is a fine answer.
 COUNT_KEYS = {"py.debug.corpus_refused", "py.debug.corpus_different_bits"}
 

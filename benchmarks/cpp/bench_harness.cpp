@@ -21,6 +21,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <iterator>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -327,7 +328,7 @@ Row vector_add_row(const CoreaiOps& ops, int64_t add, const Sizes& s) {
 
 // The kernels of matmul_rows, registered.
 struct MatmulKernels {
-  int64_t tiled, as_loops, simdgroup;
+  int64_t tiled, as_loops, simdgroup, simdgroup_as_vector_unit;
 };
 
 std::vector<Row> matmul_rows(const CoreaiOps& ops, const MatmulKernels& k, const Sizes& s) {
@@ -339,6 +340,10 @@ std::vector<Row> matmul_rows(const CoreaiOps& ops, const MatmulKernels& k, const
   // One SIMD-group (a 32-thread group) per 32 x 32 output tile.
   const int64_t tiles = n / kSimdTile;
   const Launch simdgroup{&ops, k.simdgroup, {a, b}, {}, {32 * tiles, tiles, 1}, {32, 1, 1}, {n, n}};
+  // bench_kernels.py: one thread per SIMD-group of the kernel above, 4 x 4 per group.
+  const int64_t side = std::min<int64_t>(tiles, 4);
+  const Launch vector_unit{&ops, k.simdgroup_as_vector_unit, {a, b}, {}, {tiles, tiles, 1},
+                           {side, side, 1}, {n, n}};
   // Dot products of n standard-normal pairs (|sum| ~ sqrt(n)) summed in a
   // different order from ATen's: fp32 rounding differs by a few ulp per add,
   // well inside 1e-4 relative plus 1e-3 absolute at n = 256.
@@ -346,19 +351,22 @@ std::vector<Row> matmul_rows(const CoreaiOps& ops, const MatmulKernels& k, const
   check_close("bench_tiled_matmul", tiled(), expected, 1e-4, 1e-3);
   check_close("bench_tiled_matmul_as_loops", as_loops(), expected, 1e-4, 1e-3);
   check_close("bench_simdgroup_gemm", simdgroup(), expected, 1e-4, 1e-3);
+  check_close("bench_simdgroup_gemm_as_vector_unit", vector_unit(), expected, 1e-4, 1e-3);
   const auto t = measure({[&] { tiled(); }, [&] { as_loops(); }, [&] { simdgroup(); },
-                          [&] { at::matmul(a, b); }},
+                          [&] { vector_unit(); }, [&] { at::matmul(a, b); }},
                          s.big_plan);
-  const Timing& base = t[3];
+  const Timing& base = t.back();
   const std::string size = std::to_string(n) + "^3";
   const std::pair<const char*, std::string> labels[] = {
       {"cpp.tiled_matmul", "C++: tiled matmul " + size + " fp32 (fiber mode), ms (vs at::matmul)"},
       {"cpp.tiled_matmul_as_loops",
        "C++: same matmul, barrier-free regions as loops (prototype), ms (vs at::matmul)"},
       {"cpp.simdgroup_gemm", "C++: simdgroup_matrix GEMM " + size + " fp32, ms (vs at::matmul)"},
+      {"cpp.simdgroup_gemm_as_vector_unit",
+       "C++: same GEMM, a SIMD-group as one vector unit (prototype), ms (vs at::matmul)"},
   };
   std::vector<Row> rows;
-  for (size_t i = 0; i < 3; ++i) {
+  for (size_t i = 0; i < std::size(labels); ++i) {
     Row r{labels[i].first, labels[i].second};
     r.ours = t[i].median * 1e3;
     r.ours_best = t[i].best * 1e3;
@@ -372,26 +380,50 @@ std::vector<Row> matmul_rows(const CoreaiOps& ops, const MatmulKernels& k, const
   return rows;
 }
 
-Row barrier_loop_row(const CoreaiOps& ops, int64_t loop, const Sizes& s) {
-  const int64_t threads = s.barrier_groups * 256;
+// A kernel of nothing but barriers, and its regions-as-loops prototype
+// (bench_kernels.py: one thread per 256-thread group of the first).
+struct BarrierKernels {
+  int64_t fibers, as_loops;
+};
+
+std::vector<Row> barrier_rows(const CoreaiOps& ops, const BarrierKernels& k, const Sizes& s) {
+  const int64_t groups = s.barrier_groups;
+  const int64_t threads = groups * 256;
   const at::Tensor x = at::randn({threads});
-  auto call = [&](int64_t count) {
-    return Launch{&ops, loop, {x}, {c10::Scalar(count)}, {threads, 1, 1}, {256, 1, 1},
+  auto fibers = [&](int64_t count) {
+    return Launch{&ops, k.fibers, {x}, {c10::Scalar(count)}, {threads, 1, 1}, {256, 1, 1},
                   {threads}};
   };
-  check_close("bench_barrier_loop", call(s.barrier_count)(), x + s.barrier_count, 0, 0);
-  const Launch busy_call = call(s.barrier_count), idle_call = call(0);
-  const auto t = measure({[&] { busy_call(); }, [&] { idle_call(); }}, s.big_plan);
-  const Timing& busy = t[0];
-  const Timing& idle = t[1];
-  const double thread_barriers = double(threads) * s.barrier_count;
-  Row r{"cpp.barrier_alone", "C++: barrier alone (" + std::to_string(s.barrier_count) +
-                                 " per thread, 256-thread groups), ns/thread/barrier"};
-  r.ours = (busy.median - idle.median) / thread_barriers * 1e9;
-  r.ours_best = (busy.best - idle.best) / thread_barriers * 1e9;
-  r.target = "<= 5 ns";
-  r.pass = r.ours <= kBarrierTargetNs;
-  return r;
+  auto as_loops = [&](int64_t count) {
+    return Launch{&ops, k.as_loops, {x}, {c10::Scalar(count)}, {groups, 1, 1},
+                  {std::min<int64_t>(groups, 64), 1, 1}, {threads}};
+  };
+  struct Variant {
+    const char* key;
+    const char* what;
+    std::function<Launch(int64_t)> call;
+  };
+  const Variant variants[] = {
+      {"cpp.barrier_alone", "barrier alone", fibers},
+      {"cpp.barrier_alone_as_loops", "same, regions as loops (prototype)", as_loops},
+  };
+  std::vector<Row> rows;
+  for (const Variant& v : variants) {
+    check_close(v.key, v.call(s.barrier_count)(), x + s.barrier_count, 0, 0);
+    const Launch busy_call = v.call(s.barrier_count), idle_call = v.call(0);
+    const auto t = measure({[&] { busy_call(); }, [&] { idle_call(); }}, s.big_plan);
+    const Timing& busy = t[0];
+    const Timing& idle = t[1];
+    const double thread_barriers = double(threads) * s.barrier_count;
+    Row r{v.key, std::string("C++: ") + v.what + " (" + std::to_string(s.barrier_count) +
+                     " per thread, 256-thread groups), ns/thread/barrier"};
+    r.ours = (busy.median - idle.median) / thread_barriers * 1e9;
+    r.ours_best = (busy.best - idle.best) / thread_barriers * 1e9;
+    r.target = "<= 5 ns";
+    r.pass = r.ours <= kBarrierTargetNs;
+    rows.push_back(r);
+  }
+  return rows;
 }
 
 // ---- output --------------------------------------------------------------------
@@ -468,9 +500,12 @@ int main(int argc, char** argv) {
     const CoreaiOps ops;
     const int64_t add = ops.register_kernel(read_kernel(dir, "add"));
     const int64_t tiled = ops.register_kernel(read_kernel(dir, "tiled_matmul"));
-    const MatmulKernels matmuls{tiled, ops.register_kernel(read_kernel(dir, "tiled_matmul_as_loops")),
-                                ops.register_kernel(read_kernel(dir, "simdgroup_gemm"))};
-    const int64_t loop = ops.register_kernel(read_kernel(dir, "barrier_loop"));
+    const MatmulKernels matmuls{
+        tiled, ops.register_kernel(read_kernel(dir, "tiled_matmul_as_loops")),
+        ops.register_kernel(read_kernel(dir, "simdgroup_gemm")),
+        ops.register_kernel(read_kernel(dir, "simdgroup_gemm_as_vector_unit"))};
+    const BarrierKernels barriers{ops.register_kernel(read_kernel(dir, "barrier_loop")),
+                                  ops.register_kernel(read_kernel(dir, "barrier_loop_as_loops"))};
     const Sizes s = sizes_for(smoke);
 
     // Each benchmark with the key of its first row, for --only.
@@ -479,7 +514,7 @@ int main(int argc, char** argv) {
         {"cpp.launch_tiny", [&] { return std::vector<Row>{launch_row(ops, add, s)}; }},
         {"cpp.vector_add", [&] { return std::vector<Row>{vector_add_row(ops, add, s)}; }},
         {"cpp.tiled_matmul", [&] { return matmul_rows(ops, matmuls, s); }},
-        {"cpp.barrier_alone", [&] { return std::vector<Row>{barrier_loop_row(ops, loop, s)}; }},
+        {"cpp.barrier_alone", [&] { return barrier_rows(ops, barriers, s); }},
     };
     std::vector<Row> rows;
     for (const auto& [key, bench] : benchmarks) {

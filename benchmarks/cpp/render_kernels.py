@@ -31,7 +31,13 @@ SPECIALIZATIONS: dict[str, tuple[TorchMetalKernel, tuple, list[int]]] = {
     "tiled_matmul": (kernels.tiled_matmul, (_F32_2D, _F32_2D), [2]),
     "tiled_matmul_as_loops": (kernels.tiled_matmul_as_loops, (_F32_2D, _F32_2D), [2]),
     "simdgroup_gemm": (kernels.simdgroup_gemm, (_F32_2D, _F32_2D), [2]),
+    "simdgroup_gemm_as_vector_unit": (
+        kernels.simdgroup_gemm_as_vector_unit,
+        (_F32_2D, _F32_2D),
+        [2],
+    ),
     "barrier_loop": (kernels.barrier_loop, (_F32_1D, 0), [1]),
+    "barrier_loop_as_loops": (kernels.barrier_loop_as_loops, (_F32_1D, 0), [1]),
 }
 
 
