@@ -86,16 +86,15 @@ def launch_rows(s: Sizes) -> list[dict[str, Any]]:
         finally:
             kernels.add.execution_mode = None
 
-    def vectorcall() -> torch.Tensor:
-        # The same __call__, reached by vectorcall as a bound method: calling
-        # an instance of a Python class goes through its type's tp_call, which
-        # first packs the arguments into a tuple and the keywords into a dict.
+    def python_call() -> torch.Tensor:
+        # The same call through the bound method: it runs the Python __call__,
+        # the route a call by vectorcall skips (csrc/kernel_call.cpp).
         return kernels.add.__call__(
             x, y, threads_per_grid=_grid(n), threads_per_thread_group=_grid(n), result_shapes=[[n]]
         )
 
-    ours, base, reference, through_vectorcall = measure_interleaved(
-        [call, lambda: torch.add(x, y), reference_call, vectorcall], s.tiny_plan
+    ours, base, reference, through_python = measure_interleaved(
+        [call, lambda: torch.add(x, y), reference_call, python_call], s.tiny_plan
     )
     us = 1e6
     ratio = ours.median / base.median
@@ -111,13 +110,11 @@ def launch_rows(s: Sizes) -> list[dict[str, Any]]:
             baseline_best=base.best * us,
         ),
         row(
-            "py.launch_tiny_vectorcall",
-            "Python: same call by vectorcall (kernel.__call__, prototype), us/call (vs torch.add)",
-            through_vectorcall.median * us,
+            "py.launch_tiny_python_call",
+            "Python: same call by kernel.__call__ (the Python route), us/call (vs torch.add)",
+            through_python.median * us,
             baseline=base.median * us,
-            target=f"<= {LAUNCH_TARGET:g}x",
-            passed=through_vectorcall.median / base.median <= LAUNCH_TARGET,
-            ours_best=through_vectorcall.best * us,
+            ours_best=through_python.best * us,
             baseline_best=base.best * us,
         ),
         row(

@@ -2,15 +2,15 @@
 //
 // Calling an instance of a Python class goes through its type's tp_call,
 // which packs the positional arguments into a tuple and the keywords into a
-// dict before the Python __call__ runs: about 0.4 us, a fifth of a 16-element
-// launch (benchmarks/bench_cpu.py, row py.launch_tiny_vectorcall).
-// TorchMetalKernel derives from KernelCall, whose instances are called by
-// vectorcall. A call that kernel.py's __call__ would hand straight to
-// _C._launch (the object is the kernel active under its name, it runs in
-// kernel mode, nothing is compiling or exporting, and it passes exactly the
-// three launch keywords) is launched here. Every other call, and every call
-// _launch declines, runs the Python __call__, which is also what torch.compile
-// traces. The tests here and in __call__ must stay the same.
+// dict before the Python __call__ runs: that took about 0.4 us, a fifth of a
+// 16-element call (benchmarks/bench_cpu.py, py.launch_tiny). TorchMetalKernel
+// derives from KernelCall, whose instances are called by vectorcall. A call
+// that kernel.py's __call__ would hand straight to _C._launch (the object is
+// the kernel active under its name, it runs in kernel mode, nothing is
+// compiling or exporting, and it passes exactly the three launch keywords) is
+// launched here. Every other call, and every call _launch declines, runs the
+// Python __call__, which is also what torch.compile traces. The tests here and
+// in __call__ must stay the same.
 #ifndef COREAI_TORCH_NO_PYTHON
 
 #include "kernel_call.h"

@@ -25,7 +25,7 @@ RUN_ALL = ROOT / "benchmarks" / "run_all.py"
 
 EXPECTED_KEYS = {
     "py.launch_tiny",
-    "py.launch_tiny_vectorcall",
+    "py.launch_tiny_python_call",
     "py.launch_tiny_vs_reference",
     "py.vector_add",
     "py.tiled_matmul",
@@ -58,7 +58,6 @@ EXPECTED_KEYS = {
 # Rows with a target must say whether they met it.
 TARGETED_KEYS = {
     "py.launch_tiny",
-    "py.launch_tiny_vectorcall",
     "py.vector_add",
     "py.tiled_matmul",
     "py.tiled_matmul_as_loops",
