@@ -102,7 +102,7 @@ std::vector<at::Tensor> launch_autograd(c10::DispatchKeySet keys, int64_t handle
                   "but tensor argument ", i, " requires grad (or carries a forward-mode ",
                   "tangent). Call the kernel's op torch.ops.coreai_metal_kernels.",
                   record->name, " (or its TorchMetalKernel), which records a backward, or ",
-                  "launch under torch::NoGradGuard / on detached tensors.");
+                  "launch under at::NoGradGuard (torch.no_grad() in Python) or on detached tensors.");
     }
   }
   static const auto op = c10::Dispatcher::singleton()

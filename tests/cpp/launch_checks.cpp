@@ -9,7 +9,9 @@
 // Each check prints "ok <name>" or "FAIL <name>: <why>"; the exit code is the
 // number of failures.
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
+#include <ATen/core/grad_mode.h>
 
 #include <fstream>
 #include <functional>
@@ -106,6 +108,33 @@ int main(int argc, char** argv) {
   expect_refusal<c10::ValueError>(
       "missing tensor", [&] { coreai_torch::launch(handle, {x}, {3}, {8, 1, 1}, {8, 1, 1}, {8}); },
       {"kernel 'scaled_add'", "expected 2 tensor inputs"});
+
+  // Through the dispatcher, the op's Autograd kernel refuses inputs that
+  // require grad (the op has no derivative) and passes every other call on.
+  const auto op = c10::Dispatcher::singleton()
+                      .findSchemaOrThrow("coreai_torch::launch", "")
+                      .typed<std::vector<at::Tensor>(int64_t, at::TensorList,
+                                                     c10::ArrayRef<c10::Scalar>, at::IntArrayRef,
+                                                     at::IntArrayRef, at::IntArrayRef)>();
+  const std::vector<c10::Scalar> three{3};
+  const std::vector<int64_t> grid{8, 1, 1}, shape{8};
+  const at::Tensor leaf = x.clone().requires_grad_();
+  try {
+    op.call(handle, {leaf, y}, three, grid, grid, shape);
+    report("dispatcher: input requiring grad", false, "the launch was not refused");
+  } catch (const c10::Error& e) {
+    const std::string message = e.msg();
+    const bool named = message.find("kernel 'scaled_add'") != std::string::npos &&
+                       message.find("no derivative") != std::string::npos &&
+                       message.find("tensor argument 0 requires grad") != std::string::npos;
+    report("dispatcher: input requiring grad", named, "message: " + message);
+  }
+  {
+    at::NoGradGuard no_grad;
+    const at::Tensor plain = op.call(handle, {leaf, y}, three, grid, grid, shape)[0];
+    report("dispatcher: same inputs under at::NoGradGuard",
+           at::equal(plain, x + y * 3) && !plain.requires_grad());
+  }
 
   coreai_torch::release_kernel(handle);
   expect_refusal<c10::ValueError>("released handle", [&] { launch(x, y, 3); },

@@ -29,6 +29,8 @@ CHECKS = [
     "int outside Metal's int",
     "grid entry of 2^32",
     "missing tensor",
+    "dispatcher: input requiring grad",
+    "dispatcher: same inputs under at::NoGradGuard",
     "released handle",
 ]
 
