@@ -188,6 +188,17 @@ class TorchMetalKernel(_C.KernelCall):
         call_checks.inputs(self.name, self.input_names, self.scalar_types, args)
         return self.op(*args, grid, group, *shapes)
 
+    def __copy__(self) -> TorchMetalKernel:
+        """The kernel itself: a kernel object stands for its op, as a function does.
+
+        So ``copy.deepcopy`` of a model that holds kernels shares them with the
+        original, as it shares the model's functions.
+        """
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> TorchMetalKernel:
+        return self
+
     def _check_current(self, action: str) -> None:
         """Refuses an object whose kernel was redefined with another definition since."""
         active = _ACTIVE.get(self.name)

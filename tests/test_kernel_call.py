@@ -9,6 +9,7 @@ same errors.
 
 from __future__ import annotations
 
+import copy
 import functools
 import sys
 from collections.abc import Callable, Iterator
@@ -147,3 +148,24 @@ def test_a_redefined_kernel_object_is_refused(axpy) -> None:
         )
     with pytest.raises(RuntimeError, match="redefined with a different definition"):
         old(x, y, 2.0, **LAUNCH)
+
+
+def test_copies_of_a_model_share_its_kernels(axpy) -> None:
+    # Like a function, a kernel object stands for its op: copy and deepcopy
+    # give the object itself, so models holding kernels can be deep-copied.
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.kernel = axpy
+            self.scale = torch.nn.Parameter(torch.tensor(2.0))
+
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return self.kernel(x, y, 3.0, **LAUNCH) * self.scale
+
+    block = Block()
+    twin = copy.deepcopy(block)
+    assert twin.kernel is axpy and copy.copy(axpy) is axpy
+    assert twin.scale is not block.scale
+    x, y = inputs()
+    with torch.no_grad():
+        torch.testing.assert_close(twin(x, y), block(x, y), rtol=0, atol=0)
