@@ -123,7 +123,7 @@ PyObject* try_launch(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
     PyTuple_SET_ITEM(inputs.p, i, args[i]);
   }
   PyObject* const argv[6] = {table.p, options.p, inputs.p, launch[0], launch[1], launch[2]};
-  PyObject* out = launch_plain(argv);
+  PyObject* out = launch_plain_call(argv);
   if (out == nullptr) {
     reraise_compile_error();
     return nullptr;

@@ -269,7 +269,7 @@ PyObject* launch_call(PyObject* const* argv, Py_ssize_t argc, bool plain_only) {
   return shaped_results(*table, std::move(outs));
 }
 
-PyObject* launch_plain_def(PyObject* /*self*/, PyObject* const* argv, Py_ssize_t argc) {
+PyObject* launch_plain(PyObject* /*self*/, PyObject* const* argv, Py_ssize_t argc) {
   HANDLE_TH_ERRORS
   return launch_call(argv, argc, /*plain_only=*/true);
   END_HANDLE_TH_ERRORS
@@ -282,7 +282,7 @@ PyObject* launch_registered(PyObject* /*self*/, PyObject* const* argv, Py_ssize_
 }
 
 PyMethodDef kLaunchDefs[] = {
-    {"_launch", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&launch_plain_def)),
+    {"_launch", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&launch_plain)),
      METH_FASTCALL,
      "_launch(table, options, inputs, grid, group, result_shapes): a plain eager call of a "
      "registered specialization, launched; None when the call needs the op."},
@@ -295,7 +295,7 @@ PyMethodDef kLaunchDefs[] = {
 
 }  // namespace
 
-PyObject* launch_plain(PyObject* const* argv) {
+PyObject* launch_plain_call(PyObject* const* argv) {
   HANDLE_TH_ERRORS
   return launch_call(argv, 6, /*plain_only=*/true);
   END_HANDLE_TH_ERRORS

@@ -18,7 +18,7 @@ void add_specialization_table(pybind11::module_& m);
 // What _launch(table, options, inputs, grid, group, result_shapes) returns for
 // these six arguments: the shaped results (new reference), None when the call
 // needs the op, or nullptr with a Python error set.
-PyObject* launch_plain(PyObject* const* argv);
+PyObject* launch_plain_call(PyObject* const* argv);
 }  // namespace coreai_torch
 
 #endif  // COREAI_TORCH_NO_PYTHON

@@ -43,7 +43,7 @@ def kernel_name(target: Any) -> str | None:
     """The kernel a call target runs (a ``coreai_metal_kernels`` op), or ``None``."""
     if not isinstance(target, OpOverload):
         return None
-    name = _KERNEL_NAMES.get(target, "")
+    name = _KERNEL_NAMES.get(target, "")  # "", never a kernel's name: not seen yet
     if name == "":
         name = target.name().split("::", 1)[1].split(".", 1)[0]
         name = _KERNEL_NAMES[target] = name if target.namespace == KERNEL_NAMESPACE else None
@@ -239,16 +239,14 @@ def _canon(value: Any, canonical: dict[fx.Node, fx.Node]) -> Any:
         return canonical.get(value, value)
     if kind in _PLAIN_TYPES:
         return kind, value
-    if kind is tuple or kind is list:
+    if isinstance(value, list | tuple):  # immutable_list and named tuples too
         return tuple([_canon(v, canonical) for v in value])
-    if kind is float:
+    if isinstance(value, float):  # numpy's float64 too
         return float, repr(value)  # 0.0 and -0.0 differ
     if isinstance(value, dict):
         return tuple(sorted((k, _canon(v, canonical)) for k, v in value.items()))
     if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
         return str(value)
-    if isinstance(value, list | tuple):  # named tuples, immutable_list
-        return tuple([_canon(v, canonical) for v in value])
     return kind, value
 
 
