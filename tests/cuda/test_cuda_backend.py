@@ -9,6 +9,7 @@ GPU. The eager test suite itself also runs on the GPU in device mode
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -277,6 +278,56 @@ def _ptx_by_tag(cache) -> dict:
     }
 
 
+def test_the_first_kernel_compiles_while_the_prelude_is_precompiled(tmp_path) -> None:
+    # With no precompiled prelude yet, the first kernel parses the headers from
+    # source while a second clang precompiles them (the prelude build is not a
+    # kernel compile); the kernels after it read the precompiled prelude.
+    fresh, warm = tmp_path / "fresh", tmp_path / "warm"
+    assert _ptx_of(fresh, "k1") == (1, 0)
+    # The process waited for the build at exit: the file is published, and
+    # no temporary is left behind.
+    assert len(list(fresh.glob("*.pch"))) == 1
+    assert not list(fresh.glob(".tmp-*"))
+    assert _ptx_of(warm, "k0", "k1") == (2, 0)
+    # Both routes give the same kernel function; only the order of the helper
+    # functions clang emits beside it (and so the numbers in labels) differs.
+    assert _entry_function(_ptx_by_tag(fresh)["k1"]) == _entry_function(_ptx_by_tag(warm)["k1"])
+
+
+def test_a_child_forked_during_a_prelude_build_exits_cleanly(tmp_path) -> None:
+    # The parent's build thread does not exist in a forked child: the child
+    # must neither wait for it at exit nor lose its own compiles.
+    code = PTX_OF_TAGS.format(tags=["k1"]) + textwrap.dedent(
+        """
+        import os
+        pid = os.fork()
+        if pid == 0:
+            args = registration("cached_ptx", [Tensor("x")], [Tensor("out")],
+                                "// child\\nout[id] = x[id] * 3.0f;",
+                                [("id", "uint", "thread_position_in_grid")])
+            handle = torch.ops.coreai_torch.register_kernel.default(*args)
+            assert ".entry coreai_cuda_kernel" in _C._cuda_ptx(handle, "sm_90")
+            raise SystemExit(0)  # a normal exit: atexit handlers and C++ destructors run
+        _, status = os.waitpid(pid, 0)
+        print("child", os.waitstatus_to_exitcode(status))
+        """
+    )
+    out = run(code, child_env(tmp_path / "cache"), timeout=120)
+    assert out.split()[-2:] == ["child", "0"]
+
+
+def _entry_function(ptx_path) -> str:
+    return _entry_function_of_text(ptx_path.read_bytes())
+
+
+def _entry_function_of_text(sealed: bytes) -> str:
+    """The PTX of the kernel's entry function, with labels numbered apart from the functions."""
+    text = sealed.decode("utf-8", "replace")
+    body = text.split(".entry coreai_cuda_kernel", 1)[1].split("// -- End function", 1)[0]
+    assert "ld.global" in body and "st.global" in body
+    return re.sub(r"\$L__BB\d+_", "$L__BB_", body)
+
+
 def test_damaged_cached_ptx_is_compiled_again(tmp_path) -> None:
     cache = tmp_path / "cache"
     assert _ptx_of(cache, "k1") == (1, 0)
@@ -285,7 +336,10 @@ def test_damaged_cached_ptx_is_compiled_again(tmp_path) -> None:
     assert b"coreai-kernel-v1" in sealed[-128:]  # sealed like a CPU library (disk_cache.h)
     ptx.write_bytes(sealed[: len(sealed) // 2])  # truncated
     assert _ptx_of(cache, "k1") == (1, 0)
-    assert ptx.read_bytes() == sealed
+    # Compiled again, now with the precompiled prelude the first compile left
+    # (test_the_first_kernel_compiles_while_the_prelude_is_precompiled).
+    assert b"coreai-kernel-v1" in ptx.read_bytes()[-128:]
+    assert _entry_function(ptx) == _entry_function_of_text(sealed)
     assert _ptx_of(cache, "k1") == (0, 1)
 
 

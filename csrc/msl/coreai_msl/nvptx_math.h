@@ -85,3 +85,9 @@ COREAI_NV_DEVICE int ilogb(double x) { return __nv_ilogb(x); }
 #undef COREAI_NV_DEVICE
 
 #include <cmath>
+// What <cmath> would have pulled in through the special functions' header,
+// which the prelude keeps out (coreai_msl.h): these too must be parsed here,
+// outside the host+device region, where their variadic helpers are legal.
+#include <bits/stl_algobase.h>
+#include <limits>
+#include <type_traits>
