@@ -85,9 +85,7 @@ COREAI_NV_DEVICE int ilogb(double x) { return __nv_ilogb(x); }
 #undef COREAI_NV_DEVICE
 
 #include <cmath>
-// What <cmath> would have pulled in through the special functions' header,
-// which the prelude keeps out (coreai_msl.h): these too must be parsed here,
-// outside the host+device region, where their variadic helpers are legal.
-#include <bits/stl_algobase.h>
-#include <limits>
+// <cmath> used to bring <type_traits> in through the special functions'
+// header, which the prelude keeps out (coreai_msl.h). It must be parsed here,
+// outside the host+device region, where its variadic helpers are legal.
 #include <type_traits>
