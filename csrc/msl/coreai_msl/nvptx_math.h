@@ -85,7 +85,11 @@ COREAI_NV_DEVICE int ilogb(double x) { return __nv_ilogb(x); }
 #undef COREAI_NV_DEVICE
 
 #include <cmath>
-// <cmath> used to bring <type_traits> in through the special functions'
-// header, which the prelude keeps out (coreai_msl.h). It must be parsed here,
-// outside the host+device region, where its variadic helpers are legal.
+// What <cmath> would bring in through the special functions' header, which
+// the prelude keeps out (coreai_msl.h). These must be parsed here, outside the
+// host+device region: <type_traits> has variadic helpers, and through
+// <bits/stl_algobase.h> libstdc++ 13 includes <new>, whose operators must stay
+// host functions.
+#include <bits/stl_algobase.h>
+#include <limits>
 #include <type_traits>
