@@ -377,9 +377,8 @@ void repair_16bit_globals(const KernelRecord& record, const PtxJob& job, std::st
                           const std::string& cu, const std::string& ll) {
   std::vector<std::string> flags = job.flags;
   flags.push_back("-emit-llvm");
-  const cpu::ProcessResult result =
-      run_clang(*job.toolchain, flags, prelude_pch(record.name, *job.toolchain, job.flags, false), cu,
-                ll);
+  const std::string pch = prelude_pch(record.name, *job.toolchain, job.flags, false);
+  const cpu::ProcessResult result = run_clang(*job.toolchain, flags, pch, cu, ll);
   std::ifstream in(ll, std::ios::binary);
   std::ostringstream ir;
   ir << in.rdbuf();
