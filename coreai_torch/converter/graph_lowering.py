@@ -41,16 +41,18 @@ def _qualified_names(target: Any) -> list[str]:
 
 def kernel_name(target: Any) -> str | None:
     """The kernel a call target runs (a ``coreai_metal_kernels`` op), or ``None``."""
-    if not isinstance(target, OpOverload):
-        return None
-    name = _KERNEL_NAMES.get(target, "")  # "", never a kernel's name: not seen yet
-    if name == "":
+    found = _KERNEL_NAMES.get(id(target))
+    if found is not None and found[0] is target:
+        return found[1]
+    name = None
+    if isinstance(target, OpOverload) and target.namespace == KERNEL_NAMESPACE:
         name = target.name().split("::", 1)[1].split(".", 1)[0]
-        name = _KERNEL_NAMES[target] = name if target.namespace == KERNEL_NAMESPACE else None
+    _KERNEL_NAMES[id(target)] = (target, name)
     return name
 
 
-_KERNEL_NAMES: dict[OpOverload, str | None] = {}
+# Keyed by id(), as mutation.mutates_input's memo is (it says why).
+_KERNEL_NAMES: dict[int, tuple[Any, str | None]] = {}
 
 
 def user_lowering(user_lowerings: dict[str, UserLowering], target: Any) -> UserLowering | None:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -59,20 +58,13 @@ class LoweringContext:
         self.functionalizer: Functionalizer | None = None
         self.batching: Batching | None = None
 
-    @contextmanager
-    def lowering(self, node: fx.Node) -> Iterator[None]:
-        """Make ``node`` the node being lowered; ops built meanwhile carry its location."""
-        saved = self.node, self.loc, self._args
-        trace = node.meta.get("stack_trace") or ""
-        loc = self.locations.get(trace)
-        if loc is None:
-            loc = self.locations[trace] = node_location(node)
-        self.node, self.loc, self._args = node, loc, None
-        try:
-            with self.loc:
-                yield
-        finally:
-            self.node, self.loc, self._args = saved
+    def lowering(self, node: fx.Node) -> _Lowering:
+        """Make ``node`` the node being lowered; ops built meanwhile carry its location.
+
+        A context manager (a class, not ``contextlib``'s generator: this runs
+        once per node of every conversion).
+        """
+        return _Lowering(self, node)
 
     # -- arguments --------------------------------------------------------------
 
@@ -236,6 +228,32 @@ class LoweringContext:
             ShapedType.get_dynamic_size() if isinstance(s, torch.SymInt) else int(s)
             for s in fake.shape
         ]
+
+
+class _Lowering:
+    """``LoweringContext.lowering``'s context manager."""
+
+    __slots__ = ("ctx", "node", "saved")
+
+    def __init__(self, ctx: LoweringContext, node: fx.Node) -> None:
+        self.ctx, self.node = ctx, node
+
+    def __enter__(self) -> None:
+        ctx, node = self.ctx, self.node
+        self.saved = ctx.node, ctx.loc, ctx._args
+        trace = node.meta.get("stack_trace") or ""
+        loc = ctx.locations.get(trace)
+        if loc is None:
+            loc = ctx.locations[trace] = node_location(node)
+        ctx.node, ctx.loc, ctx._args = node, loc, None
+        loc.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        ctx = self.ctx
+        try:
+            ctx.loc.__exit__(*exc)
+        finally:
+            ctx.node, ctx.loc, ctx._args = self.saved
 
 
 def node_location(node: fx.Node) -> Location:

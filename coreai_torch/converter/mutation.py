@@ -46,13 +46,18 @@ aten = torch.ops.aten
 
 def mutates_input(target: Any) -> bool:
     """In-place and ``out=`` ops: their schema marks an argument as written."""
-    found = _MUTATES.get(target)
-    if found is None:
-        found = _MUTATES[target] = isinstance(target, OpOverload) and target._schema.is_mutable
-    return found
+    found = _MUTATES.get(id(target))
+    if found is not None and found[0] is target:
+        return found[1]
+    mutates = isinstance(target, OpOverload) and target._schema.is_mutable
+    _MUTATES[id(target)] = (target, mutates)
+    return mutates
 
 
-_MUTATES: dict[Any, bool] = {}
+# Keyed by id(): hashing an OpOverload runs Python code, and a conversion asks
+# this of every node several times. The entry keeps its target alive, so the id
+# cannot be reused.
+_MUTATES: dict[int, tuple[Any, bool]] = {}
 
 
 def functional_target(target: Any) -> OpOverload | None:

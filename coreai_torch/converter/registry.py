@@ -68,14 +68,23 @@ def register_lowering(
             if target in _REGISTRY:
                 raise ValueError(f"a lowering for {target} is already registered")
             _REGISTRY[target] = Registration(lowering, keep_in_export)
+            _BY_ID.pop(id(target), None)
         return lowering
 
     return decorator
 
 
 def lookup(target: Any) -> Lowering | None:
-    registration = _REGISTRY.get(target)
-    return registration.lowering if registration else None
+    found = _BY_ID.get(id(target))
+    if found is None or found[0] is not target:
+        registration = _REGISTRY.get(target)
+        found = _BY_ID[id(target)] = (target, registration.lowering if registration else None)
+    return found[1]
+
+
+# lookup's memo, keyed by id(): hashing an OpOverload runs Python code
+# (mutation.mutates_input's memo says more).
+_BY_ID: dict[int, tuple[Any, Lowering | None]] = {}
 
 
 def ops_kept_in_export() -> list[OpOverload]:
