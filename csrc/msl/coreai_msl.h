@@ -28,7 +28,7 @@
 
 // libstdc++'s <cmath> also declares C++17's special functions (Bessel,
 // Legendre, zeta ...), which no Metal code can call; their header's include
-// guard keeps them out, which makes precompiling the prelude about 15% faster.
+// guard keeps them out, which makes parsing the prelude about a tenth faster.
 #ifndef _GLIBCXX_BITS_SPECFUN_H
 #define _GLIBCXX_BITS_SPECFUN_H 1
 #endif
