@@ -472,3 +472,110 @@ for (uint i = 0; i < 4; ++i) {
         MetalParameter("simd", "uint", "simdgroup_index_in_threadgroup"),
     ],
 )
+
+
+# The same GEMM as a Metal author tunes it for throughput (the shape of MLX's
+# steel GEMM loaders and ggml's kernel_mul_mm epilogue): a 128x128 block of C
+# per threadgroup of eight SIMD-groups, each owning 32x64 as 4x8 accumulators;
+# A and B tiles copied 16 bytes per thread and read, into rows padded by 8
+# halves so that the eight rows of an 8x8 load fall in different memory
+# banks; the float accumulators leave through threadgroup memory, one 8x8
+# block at a time per SIMD-group, and are rounded to half on the way out.
+# M, N and K must be multiples of 128, 128 and 32.
+GEMM_WIDE_BLOCK = 128
+GEMM_WIDE_THREADS = 256
+gemm_wide = TorchMetalKernel(
+    "bench_wide_simdgroup_gemm_half",
+    ["A", "B"],
+    ["C"],
+    src="""
+constexpr uint BM = 128, BN = 128, BK = 32, AP = BK + 8, BP = BN + 8;
+threadgroup half a_tile[BM * AP];
+threadgroup half b_tile[BK * BP];
+threadgroup float staged[8][64];
+const uint K = A.get_extent(0);
+const uint N = B.get_extent(0);
+const uint m0 = group.y * BM, n0 = group.x * BN;
+const uint sm = (simd / 2) * 32, sn = (simd % 2) * 64;
+device const half* a_rows = &A[0, m0];
+device const half* b_rows = &B[n0, 0];
+simdgroup_float8x8 acc[4][8];
+for (uint i = 0; i < 4; ++i)
+    for (uint j = 0; j < 8; ++j) acc[i][j] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+for (uint k0 = 0; k0 < K; k0 += BK) {
+    for (uint v = lid; v < BM * BK / 8; v += 256) {
+        const uint r = v / (BK / 8), c = v % (BK / 8) * 8;
+        device const uint4* from = (device const uint4*)(a_rows + r * K + k0 + c);
+        *(threadgroup uint4*)(a_tile + r * AP + c) = *from;
+    }
+    for (uint v = lid; v < BK * BN / 8; v += 256) {
+        const uint r = v / (BN / 8), c = v % (BN / 8) * 8;
+        device const uint4* from = (device const uint4*)(b_rows + (k0 + r) * N + c);
+        *(threadgroup uint4*)(b_tile + r * BP + c) = *from;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (uint kk = 0; kk < BK; kk += 8) {
+        simdgroup_half8x8 a[4], b[8];
+        for (uint i = 0; i < 4; ++i) simdgroup_load(a[i], a_tile, AP, ulong2(kk, sm + 8 * i));
+        for (uint j = 0; j < 8; ++j) simdgroup_load(b[j], b_tile, BP, ulong2(sn + 8 * j, kk));
+        for (uint i = 0; i < 4; ++i)
+            for (uint j = 0; j < 8; ++j)
+                simdgroup_multiply_accumulate(acc[i][j], a[i], b[j], acc[i][j]);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+}
+device half* c_rows = &C[0, m0];
+for (uint i = 0; i < 4; ++i) {
+    for (uint j = 0; j < 8; ++j) {
+        simdgroup_store(acc[i][j], staged[simd], 8);
+        simdgroup_barrier(mem_flags::mem_threadgroup);
+        const uint r = lane / 4, c = lane % 4 * 2;
+        device half* to = c_rows + (sm + 8 * i + r) * N + n0 + sn + 8 * j + c;
+        to[0] = half(staged[simd][r * 8 + c]);
+        to[1] = half(staged[simd][r * 8 + c + 1]);
+        simdgroup_barrier(mem_flags::mem_threadgroup);
+    }
+}
+""",
+    torch_defn=torch_gemm,
+    metal_params=[
+        MetalParameter("group", "uint2", "threadgroup_position_in_grid"),
+        MetalParameter("lid", "uint", "thread_index_in_threadgroup"),
+        MetalParameter("simd", "uint", "simdgroup_index_in_threadgroup"),
+        MetalParameter("lane", "uint", "thread_index_in_simdgroup"),
+    ],
+)
+
+
+# The ceiling of SIMD-group matrix products on a backend: each SIMD-group
+# multiplies two half 8x8 matrices it holds into eight float accumulators,
+# `rounds` times, with no memory traffic in the loop; 2 * 8^3 useful
+# floating-point operations per product. Every SIMD-group stores the same
+# 8x8 result (the sum of its accumulators) into C, so that none of the work
+# is dead code.
+def torch_mma_peak(A: torch.Tensor, B: torch.Tensor, rounds: int) -> torch.Tensor:
+    """What every SIMD-group stores: the sum of its accumulators, 8 rounds A B + (0 + ... + 7)."""
+    return 8 * rounds * (A.float() @ B.float()) + 28
+
+
+MMA_PEAK_PRODUCTS_PER_ROUND = 8
+mma_peak = TorchMetalKernel(
+    "bench_simdgroup_product_peak",
+    ["A", "B", "rounds"],
+    ["C"],
+    src="""
+simdgroup_half8x8 a, b;
+simdgroup_load(a, &A[0, 0]);
+simdgroup_load(b, &B[0, 0]);
+simdgroup_float8x8 acc[8];
+// Distinct accumulators: equal ones would be one computation to the compiler.
+for (uint j = 0; j < 8; ++j) acc[j] = make_filled_simdgroup_matrix<float, 8, 8>(float(j));
+for (int r = 0; r < rounds; ++r)
+    for (uint j = 0; j < 8; ++j) simdgroup_multiply_accumulate(acc[j], a, b, acc[j]);
+// The sum of the accumulators (each times the identity), so that all are live.
+const simdgroup_float8x8 identity(1.0f);
+for (uint j = 1; j < 8; ++j) simdgroup_multiply_accumulate(acc[0], acc[j], identity, acc[0]);
+simdgroup_store(acc[0], &C[0, 0]);
+""",
+    torch_defn=torch_mma_peak,
+)

@@ -120,15 +120,25 @@ PYBIND11_MODULE(_C, m) {
       "input), for test programs over the same headers.");
   m.def(
       "_cuda_ptx",
-      [](int64_t handle, const std::string& arch) {
+      [](int64_t handle, const std::string& arch, bool whole_simdgroups) {
         const std::shared_ptr<const coreai_torch::KernelRecord> record =
             coreai_torch::kernel_record(handle);
         pybind11::gil_scoped_release no_gil;  // callers compile many kernels from threads
-        return coreai_torch::cuda::ptx_for(*record, arch, false);
+        return coreai_torch::cuda::ptx_for(*record, arch, false, whole_simdgroups);
       },
-      pybind11::arg("handle"), pybind11::arg("arch"),
+      pybind11::arg("handle"), pybind11::arg("arch"), pybind11::arg("whole_simdgroups") = false,
       "The PTX the CUDA backend compiles a registered kernel to for GPU architecture `arch` "
-      "(sm_XY); needs no GPU.");
+      "(sm_XY), in the form for launches with partial SIMD-groups or, with "
+      "`whole_simdgroups`, without; needs no GPU.");
+  m.def(
+      "_cuda_uses_simdgroup_matrices",
+      [](int64_t handle) {
+        return coreai_torch::cuda::uses_simdgroup_matrices(
+            coreai_torch::kernel_record(handle)->source);
+      },
+      pybind11::arg("handle"),
+      "Whether the CUDA backend compiles a registered kernel in two forms, for launches with "
+      "and without partial SIMD-groups (its source uses SIMD-group matrices).");
   m.def(
       "_last_debug_findings",
       [] {

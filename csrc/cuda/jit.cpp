@@ -249,12 +249,14 @@ cpu::ProcessResult run_clang(const Toolchain& tc, const std::vector<std::string>
 struct PtxJob {
   bool fidelity = true;
   const Toolchain* toolchain;
-  std::vector<std::string> flags;
+  std::vector<std::string> flags;  // the prelude's and the kernel's
+  std::vector<std::string> kernel_flags;  // `flags` and the kernel's own code generation flags
   std::string tu;
   std::string key;
 };
 
-PtxJob ptx_job(const KernelRecord& record, const std::string& arch, bool bounded) {
+PtxJob ptx_job(const KernelRecord& record, const std::string& arch, bool bounded,
+               bool whole_simdgroups) {
   TORCH_CHECK((record.options & kOptionDebug) == 0, "kernel '", record.name,
               "': debug mode (bounds checks and the unwritten-result report) is a feature of the "
               "CPU backend; run the kernel on CPU tensors to debug it, or set debug = False to "
@@ -272,8 +274,19 @@ PtxJob ptx_job(const KernelRecord& record, const std::string& arch, bool bounded
     const std::vector<std::string>& extra = cpu::fidelity_compile_flags();
     job.flags.insert(job.flags.end(), extra.begin(), extra.end());
   }
-  job.tu = translation_unit(record, bounded);
-  job.key = key_of(*job.toolchain, job.flags, "kernel", job.tu);
+  job.kernel_flags = job.flags;
+  if (uses_simdgroup_matrices(record.source)) {
+    // Unroll loops with known trip counts up to ~4000 instructions (LLVM's
+    // default at -O3: 300). Such kernels index arrays of matrices by loop
+    // counters (a GEMM's tile of accumulators, acc[i][j]); only a fully
+    // unrolled loop keeps the array in registers instead of local memory, as
+    // Metal's compiler does. AMDGPU raises its own threshold to 2000 for
+    // loops over private arrays. Code generation only: the precompiled
+    // prelude is the same.
+    job.kernel_flags.insert(job.kernel_flags.end(), {"-mllvm", "-unroll-threshold=4000"});
+  }
+  job.tu = translation_unit(record, bounded, whole_simdgroups);
+  job.key = key_of(*job.toolchain, job.kernel_flags, "kernel", job.tu);
   return job;
 }
 
@@ -346,11 +359,12 @@ cpu::ProcessResult compile_with_prelude(const KernelRecord& record, const PtxJob
                                         const std::string& cu, const std::string& ptx) {
   const Toolchain& tc = *job.toolchain;
   if (std::optional<std::string> pch = existing_prelude_pch(tc, job.flags)) {
-    cpu::ProcessResult result = run_clang(tc, job.flags, *pch, cu, ptx);
+    cpu::ProcessResult result = run_clang(tc, job.kernel_flags, *pch, cu, ptx);
     if (!result.started || result.exit_code == 0 || !mentions_unusable_pch(result.output)) {
       return result;
     }
-    return run_clang(tc, job.flags, prelude_pch(record.name, tc, job.flags, true), cu, ptx);
+    return run_clang(tc, job.kernel_flags, prelude_pch(record.name, tc, job.flags, true), cu,
+                     ptx);
   }
   // No should_stop: the build outlives this launch, whose interruption it ignores.
   cpu::ProcessLimits limits;
@@ -358,7 +372,7 @@ cpu::ProcessResult compile_with_prelude(const KernelRecord& record, const PtxJob
   PreludeCommand command = prelude_command(tc, job.flags);
   const std::string path = command.path;
   PreludeBuilds::get().start(std::move(command), std::move(limits));
-  cpu::ProcessResult result = run_clang(tc, job.flags, "", cu, ptx);
+  cpu::ProcessResult result = run_clang(tc, job.kernel_flags, "", cu, ptx);
   if (result.started && result.exit_code != 0) {
     // Headers that do not compile are no fault of the kernel's: that error,
     // which names the compiler needed, goes first.
@@ -375,7 +389,7 @@ cpu::ProcessResult compile_with_prelude(const KernelRecord& record, const PtxJob
 // same translation unit `cu`; an error if one cannot be fixed.
 void repair_16bit_globals(const KernelRecord& record, const PtxJob& job, std::string& ptx,
                           const std::string& cu, const std::string& ll) {
-  std::vector<std::string> flags = job.flags;
+  std::vector<std::string> flags = job.kernel_flags;
   flags.push_back("-emit-llvm");
   const std::string pch = prelude_pch(record.name, *job.toolchain, job.flags, false);
   const cpu::ProcessResult result = run_clang(*job.toolchain, flags, pch, cu, ll);
@@ -483,7 +497,7 @@ std::string link_ptx(const KernelRecord& record, const std::string& ptx) {
   return image;
 }
 
-LoadedKernel load(const KernelRecord& record, int device, bool bounded) {
+LoadedKernel load(const KernelRecord& record, int device, bool bounded, bool whole_simdgroups) {
   const Driver& d = driver();
   CUdevice dev = 0;
   check(d.cuDeviceGet(&dev, device), "cuDeviceGet");
@@ -493,7 +507,7 @@ LoadedKernel load(const KernelRecord& record, int device, bool bounded) {
 
   // Machine code is cached per PTX, GPU and driver (whose compiler made it):
   // a warm process reads it without compiling, or even reading, the PTX.
-  const PtxJob job = ptx_job(record, arch, bounded);
+  const PtxJob job = ptx_job(record, arch, bounded, whole_simdgroups);
   const std::string dir = cpu::cache_directory();
   const std::string cubin_path =
       dir + "/" +
@@ -554,17 +568,26 @@ KernelModule::OnDevice& KernelModule::on(int device) const {
   return *owned_.back();
 }
 
+KernelModule::KernelModule(const KernelRecord& record)
+    : matrices_(uses_simdgroup_matrices(record.source)) {}
+
 bool KernelModule::loaded_on(int device) const {
   if (device < 0 || device >= kMaxDevices) return false;
   const OnDevice* d = devices_[device].load(std::memory_order_acquire);
-  return d != nullptr && d->free.load(std::memory_order_acquire) != nullptr;
+  if (d == nullptr) return false;
+  for (const auto& form : d->free) {
+    if (form.load(std::memory_order_acquire) != nullptr) return true;
+  }
+  return false;
 }
 
 const LoadedKernel& KernelModule::kernel(const KernelRecord& record, int device,
-                                         uint32_t group_threads) const {
+                                         uint32_t group_threads, bool whole_simdgroups) const {
+  const bool whole = matrices_ && whole_simdgroups;  // else both forms are one
   if (device >= 0 && device < kMaxDevices) {
     const OnDevice* d = devices_[device].load(std::memory_order_acquire);
-    const LoadedKernel* free = d != nullptr ? d->free.load(std::memory_order_acquire) : nullptr;
+    const LoadedKernel* free =
+        d != nullptr ? d->free[whole].load(std::memory_order_acquire) : nullptr;
     if (free != nullptr && group_threads <= static_cast<uint32_t>(free->max_threads)) {
       return *free;
     }
@@ -576,20 +599,21 @@ const LoadedKernel& KernelModule::kernel(const KernelRecord& record, int device,
   // disk is raised as it is, and the next launch tries again.
   auto load_form = [&](bool bounded, LoadedKernel& into) {
     try {
-      into = load(record, device, bounded);
+      into = load(record, device, bounded, whole);
       modules_.emplace_back(device, into.module);
     } catch (const c10::Error& e) {
       if (is_compile_error(e.msg())) d.error = e.msg();
       throw;
     }
   };
-  if (d.free.load(std::memory_order_relaxed) == nullptr) {
-    load_form(false, d.free_kernel);
-    d.free.store(&d.free_kernel, std::memory_order_release);
+  const LoadedKernel& unbounded = d.free_kernel[whole];
+  if (d.free[whole].load(std::memory_order_relaxed) == nullptr) {
+    load_form(false, d.free_kernel[whole]);
+    d.free[whole].store(&unbounded, std::memory_order_release);
   }
-  if (group_threads <= static_cast<uint32_t>(d.free_kernel.max_threads)) return d.free_kernel;
-  if (d.bounded_kernel.function == nullptr) load_form(true, d.bounded_kernel);
-  const LoadedKernel& bounded = d.bounded_kernel;
+  if (group_threads <= static_cast<uint32_t>(unbounded.max_threads)) return unbounded;
+  if (d.bounded_kernel[whole].function == nullptr) load_form(true, d.bounded_kernel[whole]);
+  const LoadedKernel& bounded = d.bounded_kernel[whole];
   TORCH_CHECK(group_threads <= static_cast<uint32_t>(bounded.max_threads), "kernel '",
               record.name, "': threads_per_thread_group has ", group_threads,
               " threads, but compiled for this GPU the kernel runs at most ", bounded.max_threads,
@@ -604,8 +628,8 @@ const LoadedKernel& KernelModule::kernel(const KernelRecord& record, int device,
 const KernelModule& kernel_module(const KernelRecord& record, int device) {
   return record.artifacts.cuda.get(
       [&] {
-        auto module = std::make_shared<KernelModule>();
-        module->kernel(record, device, 1);  // compiles and loads it on this GPU
+        auto module = std::make_shared<KernelModule>(record);
+        module->kernel(record, device, 1, false);  // compiles and loads it on this GPU
         return std::shared_ptr<const KernelModule>(std::move(module));
       },
       // Only a compile failure is final; a missing compiler may be installed
@@ -613,10 +637,13 @@ const KernelModule& kernel_module(const KernelRecord& record, int device) {
       is_compile_error);
 }
 
-std::string translation_unit(const KernelRecord& record, bool bounded) {
+std::string translation_unit(const KernelRecord& record, bool bounded, bool whole_simdgroups) {
   std::string tu;
   tu += "// coreai_torch CUDA backend: kernel entry " + record.entry + "\n";
   tu += "#include <coreai_msl.h>\n";
+  tu += "template <class T>\nstruct coreai::simd::launch_form {\n";
+  tu += "  static constexpr bool whole_simdgroups = ";
+  tu += whole_simdgroups ? "true;\n};\n" : "false;\n};\n";
   tu += "#pragma clang force_cuda_host_device begin\n";
   tu += "namespace metal {\n";
   tu += "#line 1 \"kernel_rendering\"\n";
@@ -628,8 +655,17 @@ std::string translation_unit(const KernelRecord& record, bool bounded) {
   return tu;
 }
 
-std::string ptx_for(const KernelRecord& record, const std::string& arch, bool bounded) {
-  return compile(record, ptx_job(record, arch, bounded));
+std::string ptx_for(const KernelRecord& record, const std::string& arch, bool bounded,
+                    bool whole_simdgroups) {
+  return compile(record, ptx_job(record, arch, bounded, whole_simdgroups));
+}
+
+bool uses_simdgroup_matrices(const std::string& source) {
+  for (const char* name : {"simdgroup_matrix", "simdgroup_float8x8", "simdgroup_half8x8",
+                           "simdgroup_bfloat8x8"}) {
+    if (source.find(name) != std::string::npos) return true;
+  }
+  return false;
 }
 
 bool loaded_on(const KernelModule& module, int device) { return module.loaded_on(device); }

@@ -29,36 +29,44 @@ struct LoadedKernel {
 // The CUDA artifact of a record (its slot in KernelRecord::artifacts): the
 // kernel loaded on each GPU that has run it. A kernel is first compiled with
 // no register limit; a launch with more threads per group than that form
-// allows gets a second form compiled for 1024 threads. The modules are
-// unloaded when the record goes.
+// allows gets a second form compiled for 1024 threads. A kernel that uses
+// SIMD-group matrices has these forms twice: for launches whose SIMD-groups
+// all have 32 lanes, where its matrices also keep the matrix units' layout,
+// and for launches with partial SIMD-groups (coreai_msl/simdgroup_matrix.h).
+// The modules are unloaded when the record goes.
 class KernelModule {
  public:
-  KernelModule() = default;
+  explicit KernelModule(const KernelRecord& record);
   KernelModule(const KernelModule&) = delete;
   KernelModule& operator=(const KernelModule&) = delete;
   ~KernelModule();
 
   // The kernel for a launch of `group_threads` threads per threadgroup on
-  // `device`, whose primary context must be current. Compiled and loaded on
+  // `device`, whose primary context must be current; `whole_simdgroups`: no
+  // SIMD-group of the launch has fewer than 32 lanes. Compiled and loaded on
   // first use; later calls read an atomic. Throws "MetalCompileError: ..."
   // when the kernel does not compile for this GPU (again on every later call).
-  const LoadedKernel& kernel(const KernelRecord& record, int device, uint32_t group_threads) const;
+  const LoadedKernel& kernel(const KernelRecord& record, int device, uint32_t group_threads,
+                             bool whole_simdgroups) const;
 
   // Whether the kernel is loaded on `device` (a launch there compiles nothing).
   bool loaded_on(int device) const;
 
  private:
-  // One GPU's kernels. Filled under `mutex_`, read through `free` without it.
+  // One GPU's kernels, by form: [1] for launches of whole SIMD-groups of a
+  // kernel with SIMD-group matrices, [0] for all others. Filled under
+  // `mutex_`, read through `free` without it.
   struct OnDevice {
-    std::atomic<const LoadedKernel*> free{nullptr};
-    LoadedKernel free_kernel;     // compiled with no register limit
-    LoadedKernel bounded_kernel;  // compiled for 1024 threads per threadgroup
-    std::string error;            // a compile failure for this GPU, raised again
+    std::array<std::atomic<const LoadedKernel*>, 2> free{};
+    std::array<LoadedKernel, 2> free_kernel;     // compiled with no register limit
+    std::array<LoadedKernel, 2> bounded_kernel;  // compiled for 1024 threads per threadgroup
+    std::string error;                           // a compile failure for this GPU, raised again
   };
   static constexpr int kMaxDevices = 128;  // c10 numbers devices with an int8_t
 
   OnDevice& on(int device) const;
 
+  const bool matrices_;  // the source uses SIMD-group matrices
   mutable std::mutex mutex_;
   mutable std::array<std::atomic<OnDevice*>, kMaxDevices> devices_{};
   mutable std::vector<std::unique_ptr<OnDevice>> owned_;
@@ -70,13 +78,19 @@ class KernelModule {
 const KernelModule& kernel_module(const KernelRecord& record, int device);
 
 // The translation unit compiled for `record`; `bounded`: the form for 1024
-// threads per group (exposed for tests and debugging).
-std::string translation_unit(const KernelRecord& record, bool bounded);
+// threads per group; `whole_simdgroups`: the form for launches without partial
+// SIMD-groups (exposed for tests and debugging).
+std::string translation_unit(const KernelRecord& record, bool bounded, bool whole_simdgroups);
 
 // The PTX of `record` for GPU architecture `arch` (sm_XY), from the disk cache
 // or compiled. Needs no GPU: this is how CI checks that every kernel compiles
 // for the GPU.
-std::string ptx_for(const KernelRecord& record, const std::string& arch, bool bounded);
+std::string ptx_for(const KernelRecord& record, const std::string& arch, bool bounded,
+                    bool whole_simdgroups);
+
+// Whether `source` uses SIMD-group matrices, whose code differs between the
+// forms for whole and partial SIMD-groups (a name it spells).
+bool uses_simdgroup_matrices(const std::string& source);
 
 // Counters for tests: clang runs, PTX and machine code found in the disk
 // cache, and modules loaded now.

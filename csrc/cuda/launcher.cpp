@@ -38,6 +38,21 @@ std::array<unsigned, 3> grid_of(const KernelRecord& record, coreai_cuda_dispatch
   return {static_cast<unsigned>(x), static_cast<unsigned>((total + x - 1) / x), 1};
 }
 
+// Whether every SIMD-group of the launch has 32 lanes: every threadgroup size
+// that occurs (full, or cut at the grid edge along any of the dimensions) is
+// a multiple of 32.
+bool whole_simdgroups(const coreai_cuda_dispatch& d) {
+  for (unsigned cut = 0; cut < 8; ++cut) {
+    uint64_t threads = 1;
+    for (int k = 0; k < 3; ++k) {
+      const uint32_t edge = d.grid[k] % d.group[k];
+      threads *= (cut >> k & 1) != 0 && edge != 0 ? edge : d.group[k];
+    }
+    if (threads % 32 != 0) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void run(int64_t /*handle*/, const KernelRecord& record, LaunchArgs& args) {
@@ -70,7 +85,8 @@ void run(int64_t /*handle*/, const KernelRecord& record, LaunchArgs& args) {
   const c10::DeviceGuard guard(device);
   make_primary_context_current(device.index());
   const LoadedKernel& kernel =
-      kernel_module(record, device.index()).kernel(record, device.index(), threads);
+      kernel_module(record, device.index())
+          .kernel(record, device.index(), threads, whole_simdgroups(dispatch));
   TORCH_INTERNAL_ASSERT(args.meta.size() == static_cast<size_t>(record.layout.length));
 
   // cuLaunchKernel takes the address of each parameter's value.

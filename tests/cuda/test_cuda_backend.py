@@ -400,6 +400,77 @@ def test_simdgroup_products_use_the_tensor_cores_for_half_and_bfloat(ab, cd, uni
     assert "shfl.sync.idx.b32" in ptx  # the generic path, for partial SIMD-groups too
 
 
+def _tile_product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return a.float() @ b.float()
+
+
+# One SIMD-group computes a 32x32 block of C = A B as a 4x4 tile of float
+# accumulators, K in steps of 8, the way tiled GEMMs in Metal do.
+tile_gemm = TorchMetalKernel(
+    "cuda_tile_gemm",
+    ["A", "B"],
+    ["C"],
+    src="""
+        const uint K = A.get_extent(0);
+        simdgroup_float8x8 acc[4][4];
+        for (uint i = 0; i < 4; ++i)
+            for (uint j = 0; j < 4; ++j)
+                acc[i][j] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+        for (uint k = 0; k < K; k += 8) {
+            simdgroup_half8x8 a[4], b[4];
+            for (uint i = 0; i < 4; ++i) simdgroup_load(a[i], &A[0, 0], K, ulong2(k, 8 * i));
+            for (uint j = 0; j < 4; ++j) simdgroup_load(b[j], &B[0, 0], 32, ulong2(8 * j, k));
+            for (uint i = 0; i < 4; ++i)
+                for (uint j = 0; j < 4; ++j)
+                    simdgroup_multiply_accumulate(acc[i][j], a[i], b[j], acc[i][j]);
+        }
+        for (uint i = 0; i < 4; ++i)
+            for (uint j = 0; j < 4; ++j)
+                simdgroup_store(acc[i][j], &C[0, 0], 32, ulong2(8 * j, 8 * i));
+    """,
+    torch_defn=_tile_product,
+    metal_params=[GID],
+)
+
+
+def _entry_body(ptx: str) -> str:
+    """The kernel function's PTX, without the functions it calls."""
+    start = ptx.index(".entry coreai_cuda_kernel")
+    after = re.search(r"^(\.visible |\.weak )?\.func", ptx[start:], re.MULTILINE)
+    return ptx[start : start + after.start()] if after else ptx[start:]
+
+
+def test_whole_simdgroups_keep_accumulators_in_the_matrix_units_layout() -> None:
+    a = torch.zeros(32, 64, dtype=torch.float16)
+    b = torch.zeros(64, 32, dtype=torch.float16)
+    spec = tile_gemm.specialization([a, b], [2], [torch.float32])
+    handle = torch.ops.coreai_torch.register_kernel.default(*tile_gemm.registration(spec))
+    try:
+        assert _C._cuda_uses_simdgroup_matrices(handle)
+        whole = _entry_body(_C._cuda_ptx(handle, "sm_90", True))
+        partial = _entry_body(_C._cuda_ptx(handle, "sm_90", False))
+    finally:
+        torch.ops.coreai_torch.release_kernel.default(handle)
+    # The loops are unrolled and the 16 accumulators live in registers.
+    assert ".local" not in whole and ".local" not in partial
+    assert whole.count("mma.sync.aligned.m16n8k8") == 16
+    # With whole SIMD-groups nothing is re-laid: each loaded b is transposed
+    # once for its four products, and Apple's copies, unread, are gone.
+    assert whole.count("movmatrix.sync.aligned.m8n8.trans.b16") == 4
+    assert "shfl.sync" not in whole
+    # With partial SIMD-groups every product re-lays its operands.
+    assert partial.count("movmatrix.sync.aligned.m8n8.trans.b16") == 16
+    assert partial.count("shfl.sync.idx.b32") >= 6 * 16
+
+
+def test_only_kernels_with_simdgroup_matrices_have_two_forms() -> None:
+    handle = _register(tiled_sum, torch.zeros(64))
+    try:
+        assert not _C._cuda_uses_simdgroup_matrices(handle)
+    finally:
+        torch.ops.coreai_torch.release_kernel.default(handle)
+
+
 # ---- running on the GPU --------------------------------------------------------------
 
 ATTRIBUTES = [
@@ -709,3 +780,87 @@ def test_a_new_process_loads_machine_code_from_the_disk_cache(tmp_path) -> None:
     assert runs[0].stdout.split()[:2] == ["1", "0"]
     assert runs[1].stdout.split()[:2] == ["0", "1"]  # the machine code, from the disk
     assert list(tmp_path.glob("*.cubin"))
+
+
+# Small integers: every product and sum is exact in any order, so the tensor
+# cores, the lane-by-lane products and the CPU agree bit for bit.
+def _small_integers(*shape: int) -> torch.Tensor:
+    return torch.randint(-3, 4, shape, generator=torch.Generator().manual_seed(sum(shape))).half()
+
+
+@requires_gpu
+@pytest.mark.parametrize(
+    ("grid", "group"), [((32, 1, 1), (32, 1, 1)), ((24, 1, 1), (32, 1, 1))], ids=str
+)
+def test_tile_gemm_with_whole_and_partial_simdgroups_matches_the_cpu(grid, group) -> None:
+    a, b = _small_integers(32, 64), _small_integers(64, 32)
+    call = {
+        "threads_per_grid": grid,
+        "threads_per_thread_group": group,
+        "result_shapes": [[32, 32]],
+    }
+    gpu = tile_gemm(a.cuda(), b.cuda(), **call).cpu()
+    cpu = tile_gemm(a, b, **call)
+    lanes = grid[0]
+    # Element (r, c) of each 8x8 block is stored by the lane that holds it in
+    # Apple's layout; elements of lanes that do not exist are never written.
+    lane = [
+        [
+            (r >> 2 & 1) << 4 | (c >> 2 & 1) << 3 | (r >> 1 & 1) << 2 | (r & 1) << 1 | (c >> 1 & 1)
+            for c in range(8)
+        ]
+        for r in range(8)
+    ]
+    written = (torch.tensor(lane) < lanes).repeat(4, 4)
+    assert int(written.sum()) == 16 * 2 * lanes
+    assert torch.equal(gpu[written], cpu[written])
+    full = a.float() @ b.float()
+    if lanes == 32:
+        assert torch.equal(gpu, full)
+    else:  # the missing lanes' operand elements count as zeros (docs/cpu.md)
+        assert not torch.equal(gpu[written], full[written])
+
+
+def _elements_and_products_shapes(
+    a: torch.Tensor, b: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return torch.empty(8, 8), torch.empty(32, 2), torch.empty(32)
+
+
+elements_and_products = TorchMetalKernel(
+    "cuda_elements_and_products",
+    ["a", "b"],
+    ["d", "seen", "some"],
+    src="""
+        simdgroup_half8x8 ma, mb;
+        simdgroup_float8x8 acc = make_filled_simdgroup_matrix<float, 8, 8>(1.0f);
+        simdgroup_load(ma, &a[0, 0]);
+        simdgroup_load(mb, &b[0, 0]);
+        ma.thread_elements() *= half(2);  // a write in Apple's layout
+        simdgroup_multiply_accumulate(acc, ma, mb, acc);
+        simdgroup_multiply_accumulate(acc, ma, mb, acc);
+        seen[0, lane] = acc.thread_elements()[0];
+        seen[1, lane] = acc.thread_elements()[1];
+        some[lane] = -1.0f;
+        if (lane % 3 == 0) some[lane] = acc.thread_elements()[1];  // read in divergent code
+        simdgroup_store(acc, &d[0, 0]);
+    """,
+    torch_defn=_elements_and_products_shapes,
+    metal_params=[MetalParameter("lane", "uint", "thread_index_in_simdgroup")],
+)
+
+
+@requires_gpu
+def test_thread_elements_and_products_agree_in_both_layouts() -> None:
+    a, b = _small_integers(8, 8), _small_integers(8, 8)
+    call = {
+        "threads_per_grid": (32, 1, 1),
+        "threads_per_thread_group": (32, 1, 1),
+        "result_shapes": [[8, 8], [32, 2], [32]],
+    }
+    gpu = [t.cpu() for t in elements_and_products(a.cuda(), b.cuda(), **call)]
+    cpu = elements_and_products(a, b, **call)
+    for g, c in zip(gpu, cpu):
+        assert torch.equal(g, c)
+    want = 1 + 2 * (2 * a.float() @ b.float())
+    assert torch.equal(gpu[0], want)

@@ -38,22 +38,34 @@ _CHILD = "COREAI_TORCH_PTX_CHILD_SESSION"
 
 
 def _compile(name: str, registration: tuple, ptxas: str, scratch: Path) -> str:
-    """'' if the kernel compiles to PTX and with ptxas to sm_90 code, else why not."""
+    """'' if the kernel compiles to PTX and with ptxas to sm_90 code, else why not.
+
+    A kernel with SIMD-group matrices is compiled in both of its forms: for
+    launches with partial SIMD-groups and for launches without.
+    """
     args = [list(a) if isinstance(a, tuple) else a for a in registration]
     handle = torch.ops.coreai_torch.register_kernel.default(*args)
+    ptxs = {}
     try:
-        ptx = _C._cuda_ptx(handle, ARCH)
+        forms = [False, True] if _C._cuda_uses_simdgroup_matrices(handle) else [False]
+        for whole in forms:
+            ptxs[whole] = _C._cuda_ptx(handle, ARCH, whole)
     except RuntimeError as exc:
-        return f"kernel '{name}' does not compile to PTX:\n{exc}"
+        form = "whole" if len(ptxs) == 1 else "partial"
+        return f"kernel '{name}' does not compile to PTX ({form} SIMD-groups):\n{exc}"
     finally:
         torch.ops.coreai_torch.release_kernel.default(handle)
-    path = scratch / f"{registration[2]}-{handle}.ptx"
-    path.write_text(ptx)
-    result = subprocess.run(
-        [ptxas, f"-arch={ARCH}", str(path), "-o", os.devnull], capture_output=True, text=True
-    )
-    if result.returncode != 0:
-        return f"kernel '{name}' (entry {registration[2]}): ptxas rejects its PTX:\n{result.stderr}"
+    for whole, ptx in ptxs.items():
+        path = scratch / f"{registration[2]}-{handle}-{int(whole)}.ptx"
+        path.write_text(ptx)
+        result = subprocess.run(
+            [ptxas, f"-arch={ARCH}", str(path), "-o", os.devnull], capture_output=True, text=True
+        )
+        if result.returncode != 0:
+            return (
+                f"kernel '{name}' (entry {registration[2]}, whole SIMD-groups: {whole}): "
+                f"ptxas rejects its PTX:\n{result.stderr}"
+            )
     return ""
 
 

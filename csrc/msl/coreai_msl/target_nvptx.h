@@ -227,11 +227,24 @@ inline ballot_bits ballot(bool predicate, unsigned width, site) {
 // of the re-laid B. The product's unused rows 8..15 are zero. Needs sm_80 and
 // all 32 lanes; false when it cannot run (the caller then computes the
 // product itself).
+// Whether every SIMD-group of the launch has all 32 lanes (no partial
+// SIMD-group at the grid edge). The CUDA backend compiles a kernel that uses
+// SIMD-group matrices in one form for each answer and defines this in each
+// translation unit, after the headers (cuda/jit.cpp); the parameter defers the
+// lookup to the kernel's own code. simdgroup_matrix.h says what changes.
+template <class T>
+struct launch_form;
+
 template <class E>
 inline constexpr bool mma_element_v = std::is_same_v<E, _Float16> || std::is_same_v<E, __bf16>;
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 template <class TA, class TB>
 inline constexpr bool has_matrix_units = mma_element_v<TA> && std::is_same_v<TA, TB>;
+#else
+template <class TA, class TB>
+inline constexpr bool has_matrix_units = false;
+#endif
 
 namespace nvptx {
 
@@ -251,7 +264,101 @@ inline std::uint32_t bits_of(const P& pair) {
   return out;
 }
 
+// A shuffle declared without side effects (asm that is not volatile), which
+// the optimiser deletes when nobody reads its result and merges when it is
+// repeated: the copies of a matrix in its other layout (simdgroup_matrix.h)
+// are made eagerly, and most are never read. It stays where it is written
+// (LLVM neither hoists nor sinks the convergent calls of CUDA code).
+inline std::uint32_t pure_shuffle(std::uint32_t active, std::uint32_t word, unsigned from) {
+  std::uint32_t out;
+  asm("shfl.sync.idx.b32 %0, %1, %2, 31, %3;" : "=r"(out) : "r"(word), "r"(from), "r"(active));
+  return out;
+}
+
+// `pair` (two elements of a matrix) of lane `from`, one shuffle per 32-bit word.
+template <class P>
+inline P pure_shuffle_pair(std::uint32_t active, const P& pair, unsigned from) {
+  static_assert(sizeof(P) == 4 || sizeof(P) == 8, "a pair of 16- or 32-bit elements");
+  std::uint32_t w[sizeof(P) / 4];
+  __builtin_memcpy(w, &pair, sizeof(P));
+  for (std::uint32_t& word : w) word = pure_shuffle(active, word, from);
+  P out;
+  __builtin_memcpy(&out, w, sizeof(P));
+  return out;
+}
+
+// mma's pairs of 16-bit elements transposed: lane L's pair (row L / 4,
+// columns 2 (L % 4) and the next) becomes the pair of rows 2 (L % 4) and the
+// next in column L / 4, the layout mma takes B in.
+inline std::uint32_t transposed_pairs(std::uint32_t bits) {
+  std::uint32_t out;
+  asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(out) : "r"(bits));
+  return out;
+}
+
 }  // namespace nvptx
+
+// d = a * b + c on the tensor cores with a, c and d in mma's layout (lane L
+// holds row L / 4, columns 2 (L % 4) and the next) and b transposed in it
+// (nvptx::transposed_pairs): a and b as the bits of a pair of E, c and d as
+// floats. Needs sm_80 and all 32 lanes.
+template <class E>
+inline void multiply_8x8_fragments(std::uint32_t a_bits, std::uint32_t bt_bits, float c0,
+                                   float c1, float& d0, float& d1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  float unused0, unused1;  // rows 8..15 of the m16n8k8 product, whose A rows are zero
+  if constexpr (std::is_same_v<E, _Float16>) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+        "{%7, %8, %9, %10};"
+        : "=f"(d0), "=f"(d1), "=f"(unused0), "=f"(unused1)
+        : "r"(a_bits), "r"(0u), "r"(bt_bits), "f"(c0), "f"(c1), "f"(0.0f), "f"(0.0f));
+  } else {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+        "{%7, %8, %9, %10};"
+        : "=f"(d0), "=f"(d1), "=f"(unused0), "=f"(unused1)
+        : "r"(a_bits), "r"(0u), "r"(bt_bits), "f"(c0), "f"(c1), "f"(0.0f), "f"(0.0f));
+  }
+#else
+  (void)a_bits, (void)bt_bits, (void)c0, (void)c1;  // has_matrix_units is false below sm_80
+  d0 = d1 = 0.0f;
+#endif
+}
+
+// The same where the SIMD-group may have diverged: d0, d1 come in as c and
+// leave as d if all 32 lanes run this, which is returned; else they are left
+// as they are (no lane multiplies). The test and the product are one block
+// of predicated instructions with no branch: a branch per product would end a
+// basic block at every mma, and ptxas then waits for each mma before the next
+// (a third of the throughput, measured on the H200).
+template <class E>
+inline bool multiply_8x8_fragments_if_converged(std::uint32_t a_bits, std::uint32_t bt_bits,
+                                                float& d0, float& d1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  std::uint32_t converged;
+  float unused0, unused1;
+  if constexpr (std::is_same_v<E, _Float16>) {
+    asm volatile(
+        "{\n .reg .pred p;\n .reg .b32 m;\n activemask.b32 m;\n setp.eq.b32 p, m, -1;\n"
+        " selp.u32 %2, 1, 0, p;\n"
+        " @p mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %3, %4}, {%5, %6}, {%7},"
+        " {%0, %1, %8, %8};\n}"
+        : "+f"(d0), "+f"(d1), "=r"(converged), "=f"(unused0), "=f"(unused1)
+        : "r"(a_bits), "r"(0u), "r"(bt_bits), "f"(0.0f));
+  } else {
+    asm volatile(
+        "{\n .reg .pred p;\n .reg .b32 m;\n activemask.b32 m;\n setp.eq.b32 p, m, -1;\n"
+        " selp.u32 %2, 1, 0, p;\n"
+        " @p mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0, %1, %3, %4}, {%5, %6}, {%7},"
+        " {%0, %1, %8, %8};\n}"
+        : "+f"(d0), "+f"(d1), "=r"(converged), "=f"(unused0), "=f"(unused1)
+        : "r"(a_bits), "r"(0u), "r"(bt_bits), "f"(0.0f));
+  }
+  return converged != 0;
+#else
+  (void)a_bits, (void)bt_bits, (void)d0, (void)d1;  // has_matrix_units is false below sm_80
+  return false;
+#endif
+}
 
 template <class PA, class PB>
 inline bool multiply_8x8_on_matrix_units(const PA& a, const PB& b, float c0, float c1, float& d0,
@@ -261,30 +368,16 @@ inline bool multiply_8x8_on_matrix_units(const PA& a, const PB& b, float c0, flo
   if (nvptx::active_lanes() != nvptx::kAllLanes) return false;
   const unsigned lane = nvptx::lane_id();
   const unsigned from = nvptx::apple_to_mma_source(lane);
-  const std::uint32_t a_bits = nvptx::shuffle_from(nvptx::kAllLanes, nvptx::bits_of(a), from);
-  const std::uint32_t bt_bits = nvptx::shuffle_from(nvptx::kAllLanes, nvptx::bits_of(b), from);
+  const std::uint32_t a_bits = nvptx::pure_shuffle(nvptx::kAllLanes, nvptx::bits_of(a), from);
+  const std::uint32_t b_bits = nvptx::pure_shuffle(nvptx::kAllLanes, nvptx::bits_of(b), from);
   float c[2] = {c0, c1};
-  c[0] = nvptx::shuffle_from(nvptx::kAllLanes, c[0], from);
-  c[1] = nvptx::shuffle_from(nvptx::kAllLanes, c[1], from);
-  std::uint32_t b_bits;
-  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(b_bits) : "r"(bt_bits));
-  float d[4];
-  if constexpr (std::is_same_v<E, _Float16>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
-        "{%7, %8, %9, %10};"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a_bits), "r"(0u), "r"(b_bits), "f"(c[0]), "f"(c[1]), "f"(0.0f), "f"(0.0f));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
-        "{%7, %8, %9, %10};"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a_bits), "r"(0u), "r"(b_bits), "f"(c[0]), "f"(c[1]), "f"(0.0f), "f"(0.0f));
-  }
+  c[0] = nvptx::pure_shuffle_pair(nvptx::kAllLanes, c[0], from);
+  c[1] = nvptx::pure_shuffle_pair(nvptx::kAllLanes, c[1], from);
+  float d[2];
+  multiply_8x8_fragments<E>(a_bits, nvptx::transposed_pairs(b_bits), c[0], c[1], d[0], d[1]);
   const unsigned back = nvptx::mma_to_apple_source(lane);
-  d0 = nvptx::shuffle_from(nvptx::kAllLanes, d[0], back);
-  d1 = nvptx::shuffle_from(nvptx::kAllLanes, d[1], back);
+  d0 = nvptx::pure_shuffle_pair(nvptx::kAllLanes, d[0], back);
+  d1 = nvptx::pure_shuffle_pair(nvptx::kAllLanes, d[1], back);
   return true;
 #else
   (void)a, (void)b, (void)c0, (void)c1, (void)d0, (void)d1;
