@@ -136,7 +136,8 @@ def constant(value: object, dtype: torch.dtype) -> Value:
         if data.dtype == torch.bfloat16:
             array = data.float().numpy().astype(numpy_type(dtype))
         else:
-            array = data.to(narrow(dtype)).numpy()
+            narrowed = narrow(dtype)
+            array = (data if data.dtype == narrowed else data.to(narrowed)).numpy()
     else:
         array = np.array(value, dtype=numpy_type(dtype))
     # The attribute coreai.constant would build from ``array``, made directly:

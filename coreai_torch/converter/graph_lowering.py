@@ -145,13 +145,17 @@ class GraphLowerer:
         for node in graph_module.graph.nodes:
             if node.op == "call_function" and node in live:
                 key = _call_key(node, canonical) if first_call is not None else None
-                earlier = first_call.get(key) if key is not None else None
-                if earlier is not None:
-                    canonical[node] = earlier
-                    _reuse(ctx, node, earlier)
-                    continue
                 if key is not None:
-                    first_call[key] = node
+                    try:
+                        # One lookup that also records the first call: a key's
+                        # hash is computed anew on every use.
+                        earlier = first_call.setdefault(key, node)
+                    except TypeError:  # an argument that cannot be hashed
+                        earlier = node
+                    if earlier is not node:
+                        canonical[node] = earlier
+                        _reuse(ctx, node, earlier)
+                        continue
                 self._lower_node(node, ctx)
             elif node.op == "output":
                 outputs = [self._output_value(arg, ctx) for arg in _flat(node.args[0])]
@@ -218,16 +222,16 @@ class GraphLowerer:
 
 
 def _call_key(node: fx.Node, canonical: dict[fx.Node, fx.Node]) -> Any:
-    """A hashable description of a pure call, with repeated calls mapped to their first."""
+    """A description of a pure call, with repeated calls mapped to their first.
+
+    Hashable unless an argument is not.
+    """
     target = node.target
     if isinstance(target, HigherOrderOperator) or kernel_name(target) is not None:
         return None  # regions and kernel calls are lowered each time they appear
-    key = (target, _canon(node.args, canonical), _canon(node.kwargs, canonical))
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+    # The target by identity: an OpOverload's own hash runs Python code, and
+    # every target is kept alive by its node while the graph is lowered.
+    return (id(target), _canon(node.args, canonical), _canon(node.kwargs, canonical))
 
 
 # Argument types that stand for themselves in a call key, tagged with their type:

@@ -257,6 +257,8 @@ def unsupported_mutations(
             problems.append((node, f"{node.target} does not write into its `self` argument"))
         else:
             written.add(storage(target))
+    if not written:
+        return problems
     # Memory that is written must be reached through views this module can
     # write through: a node that shares it with its input in any other way
     # (an as_strided or expand view, say) would not see the write.

@@ -91,10 +91,19 @@ def _is_mod_index(node: fx.Node) -> bool:
 def unsupported_batched(nodes: Iterable[fx.Node]) -> list[tuple[fx.Node, str]]:
     """Which of these (live) call nodes of a vmap region cannot be inlined, and why."""
     problems = []
+    # Whether a node's value is batched, asked once per node rather than per use.
+    batched: dict[fx.Node, bool] = {}
     for node in nodes:
         if node.target is torch.ops.higher_order.flat_apply and not _is_mod_index(node):
             problems.append((node, "flat_apply of a function other than tensor indexing"))
-        batched_inputs = any(is_batched(a.meta.get("val")) for a in node.all_input_nodes)
+        batched_inputs = False
+        for arg in node.all_input_nodes:
+            found = batched.get(arg)
+            if found is None:
+                found = batched[arg] = is_batched(arg.meta.get("val"))
+            if found:
+                batched_inputs = True
+                break
         if not batched_inputs or node.target in _LOWERINGS:
             continue
         if not (_elementwise(node.target) or node.target in _LIKE):

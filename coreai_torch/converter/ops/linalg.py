@@ -90,7 +90,8 @@ def lower_linear(ctx: LoweringContext, node: fx.Node) -> Value:
         # (kept under a name no FX node has, for the other linears using it).
         key = f"{weight_arg.name}.T"
         if key not in ctx.values:
-            ctx.values[key] = ctx.constant(stored.t().contiguous(), dtype)
+            # dtypes.constant lays the transposed view out contiguously.
+            ctx.values[key] = ctx.constant(stored.t(), dtype)
         weight_t = ctx.cast(ctx.values[key], dtype)
     else:
         weight = ctx.value(weight_arg, dtype)
