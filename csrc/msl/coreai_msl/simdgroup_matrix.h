@@ -33,12 +33,14 @@
 // backend's form for such launches, coreai::simd::launch_form), a matrix keeps
 // its elements in both layouts: the product reads and writes mma's directly,
 // so an accumulator stays in place across products, and loads and stores use
-// it too; Apple's copy is made eagerly, with shuffles that the optimiser
-// deletes where nothing reads it (thread_elements() and the products without
-// matrix units do). Writing through thread_elements() makes Apple's copy the
-// only current one until the next load or product. In launches with partial
-// SIMD-groups the lanes that do not exist differ between the two layouts, so
-// there a matrix keeps Apple's layout only, as on the CPU.
+// it too, as do the lane-by-lane products (float operands, divergent code);
+// Apple's copy is made eagerly, with shuffles that the optimiser deletes where
+// nothing reads it (thread_elements() does), so that it is current even where
+// thread_elements() is read in divergent code. Writing through
+// thread_elements() makes Apple's copy the only current one until the next
+// load or product. In launches with partial SIMD-groups the lanes that do
+// not exist differ between the two layouts, so there a matrix keeps Apple's
+// layout only, as on the CPU.
 #ifndef COREAI_MSL_SIMDGROUP_MATRIX_H
 #define COREAI_MSL_SIMDGROUP_MATRIX_H
 
