@@ -625,11 +625,13 @@ const LoadedKernel& KernelModule::kernel(const KernelRecord& record, int device,
   return bounded;
 }
 
-const KernelModule& kernel_module(const KernelRecord& record, int device) {
+const KernelModule& kernel_module(const KernelRecord& record, int device,
+                                  bool whole_simdgroups) {
   return record.artifacts.cuda.get(
       [&] {
         auto module = std::make_shared<KernelModule>(record);
-        module->kernel(record, device, 1, false);  // compiles and loads it on this GPU
+        // Compiles and loads, on this GPU, the form the first launch needs.
+        module->kernel(record, device, 1, whole_simdgroups);
         return std::shared_ptr<const KernelModule>(std::move(module));
       },
       // Only a compile failure is final; a missing compiler may be installed

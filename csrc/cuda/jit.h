@@ -73,9 +73,10 @@ class KernelModule {
   mutable std::vector<std::pair<int, CUmodule>> modules_;  // to unload, with their device
 };
 
-// The record's module: its slot, built on the first CUDA launch (the kernel
-// compiled and loaded on `device`, whose primary context must be current).
-const KernelModule& kernel_module(const KernelRecord& record, int device);
+// The record's module: its slot, built on the first CUDA launch (the kernel,
+// in the form for launches with or without partial SIMD-groups, compiled and
+// loaded on `device`, whose primary context must be current).
+const KernelModule& kernel_module(const KernelRecord& record, int device, bool whole_simdgroups);
 
 // The translation unit compiled for `record`; `bounded`: the form for 1024
 // threads per group; `whole_simdgroups`: the form for launches without partial

@@ -84,9 +84,9 @@ void run(int64_t /*handle*/, const KernelRecord& record, LaunchArgs& args) {
 
   const c10::DeviceGuard guard(device);
   make_primary_context_current(device.index());
+  const bool whole = whole_simdgroups(dispatch);
   const LoadedKernel& kernel =
-      kernel_module(record, device.index())
-          .kernel(record, device.index(), threads, whole_simdgroups(dispatch));
+      kernel_module(record, device.index(), whole).kernel(record, device.index(), threads, whole);
   TORCH_INTERNAL_ASSERT(args.meta.size() == static_cast<size_t>(record.layout.length));
 
   // cuLaunchKernel takes the address of each parameter's value.

@@ -406,11 +406,7 @@ def _tile_product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 # One SIMD-group computes a 32x32 block of C = A B as a 4x4 tile of float
 # accumulators, K in steps of 8, the way tiled GEMMs in Metal do.
-tile_gemm = TorchMetalKernel(
-    "cuda_tile_gemm",
-    ["A", "B"],
-    ["C"],
-    src="""
+TILE_GEMM_SRC = """
         const uint K = A.get_extent(0);
         simdgroup_float8x8 acc[4][4];
         for (uint i = 0; i < 4; ++i)
@@ -427,7 +423,13 @@ tile_gemm = TorchMetalKernel(
         for (uint i = 0; i < 4; ++i)
             for (uint j = 0; j < 4; ++j)
                 simdgroup_store(acc[i][j], &C[0, 0], 32, ulong2(8 * j, 8 * i));
-    """,
+    """
+
+tile_gemm = TorchMetalKernel(
+    "cuda_tile_gemm",
+    ["A", "B"],
+    ["C"],
+    src=TILE_GEMM_SRC,
     torch_defn=_tile_product,
     metal_params=[GID],
 )
@@ -864,3 +866,27 @@ def test_thread_elements_and_products_agree_in_both_layouts() -> None:
         assert torch.equal(g, c)
     want = 1 + 2 * (2 * a.float() @ b.float())
     assert torch.equal(gpu[0], want)
+
+
+@requires_gpu
+def test_each_form_is_compiled_when_a_launch_first_needs_it() -> None:
+    # A source no disk cache holds yet: the same GEMM with a comment of its own.
+    kernel = TorchMetalKernel(
+        "cuda_tile_gemm_forms",
+        ["A", "B"],
+        ["C"],
+        src=TILE_GEMM_SRC + f"// {os.getpid()} {time.time_ns()}\n",
+        torch_defn=_tile_product,
+        metal_params=[GID],
+    )
+    a, b = _small_integers(32, 64).cuda(), _small_integers(64, 32).cuda()
+    compiles = torch.ops.coreai_torch.cuda_compile_count
+    before = compiles()
+    for lanes, compiled in [(32, 1), (32, 1), (24, 2), (24, 2), (32, 2)]:
+        call = {
+            "threads_per_grid": (lanes, 1, 1),
+            "threads_per_thread_group": (32, 1, 1),
+            "result_shapes": [[32, 32]],
+        }
+        kernel(a, b, **call)
+        assert compiles() - before == compiled, (lanes, compiled)
