@@ -31,7 +31,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -41,6 +41,8 @@ import bench_kernels as kernels  # from benchmarks/, put on the path above
 from bench_cpu import probe
 from run_all import markdown
 from timing import Plan, Timing, measure_interleaved, row
+
+from coreai_torch import TorchMetalKernel
 
 ADD_28_TARGET = 0.95
 ADD_24_TARGET = 0.9
@@ -213,17 +215,25 @@ def row_kernel_rows(rows: int, dim: int, threads: int, plan: Plan) -> list[dict[
     return out
 
 
-# The Metal GEMMs of bench_kernels: (kernel, side of C's block per threadgroup,
-# threads per threadgroup, what the row calls it, whether it carries the target).
+class Gemm(NamedTuple):
+    """One of bench_kernels' Metal GEMMs and how it is launched."""
+
+    kernel: TorchMetalKernel
+    block: int  # side of C's block per threadgroup
+    threads: int  # threads per threadgroup
+    shape: str  # what the row calls it
+    targeted: bool  # whether its row carries the GEMM target
+
+
 GEMMS = {
-    "wide": (
+    "wide": Gemm(
         kernels.gemm_wide,
         kernels.GEMM_WIDE_BLOCK,
         kernels.GEMM_WIDE_THREADS,
         "128x128 blocks, 16-byte copies",
         True,
     ),
-    "simple": (
+    "simple": Gemm(
         kernels.gemm,
         kernels.GEMM_BLOCK,
         kernels.GEMM_THREADS,
@@ -235,12 +245,12 @@ GEMMS = {
 
 def gemm_operands(n: int, which: str) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
     """fp16 operands of an n^3 GEMM and the launch of the GEMM ``which`` for them."""
-    _, block, threads, _, _ = GEMMS[which]
+    gemm = GEMMS[which]
     a = torch.randn(n, n, device="cuda", dtype=torch.float16)
     b = torch.randn(n, n, device="cuda", dtype=torch.float16)
     call = {
-        "threads_per_grid": (n // block * threads, n // block, 1),
-        "threads_per_thread_group": (threads, 1, 1),
+        "threads_per_grid": (n // gemm.block * gemm.threads, n // gemm.block, 1),
+        "threads_per_thread_group": (gemm.threads, 1, 1),
         "result_shapes": [[n, n]],
     }
     return a, b, call
@@ -248,11 +258,11 @@ def gemm_operands(n: int, which: str) -> tuple[torch.Tensor, torch.Tensor, dict[
 
 def gemm_row(n: int, plan: Plan, which: str) -> dict[str, Any]:
     """A simdgroup_matrix GEMM in Metal (bench_kernels) against cuBLAS, fp16 n^3."""
-    kernel, _, _, shape, targeted = GEMMS[which]
+    gemm = GEMMS[which]
     a, b, call = gemm_operands(n, which)
 
     def ours() -> torch.Tensor:
-        return kernel(a, b, **call)
+        return gemm.kernel(a, b, **call)
 
     # Both sum fp16 products in fp32 and round once to fp16, in different orders.
     reference = (a.float() @ b.float()).half()
@@ -260,12 +270,12 @@ def gemm_row(n: int, plan: Plan, which: str) -> dict[str, Any]:
     mine, base = gpu_interleaved([ours, lambda: a @ b], plan)
     tflops = 2 * n**3 / 1e12
     return row(
-        "cuda.gemm" if targeted else f"cuda.gemm_{which}",
-        f"CUDA: simdgroup_matrix GEMM (Metal, {shape}) {n}^3 fp16, TFLOP/s (vs cuBLAS)",
+        "cuda.gemm" if gemm.targeted else f"cuda.gemm_{which}",
+        f"CUDA: simdgroup_matrix GEMM (Metal, {gemm.shape}) {n}^3 fp16, TFLOP/s (vs cuBLAS)",
         tflops / mine.median,
         baseline=tflops / base.median,
-        target=f">= {GEMM_TARGET:g}x" if targeted else "-",
-        passed=base.median / mine.median >= GEMM_TARGET if targeted else None,
+        target=f">= {GEMM_TARGET:g}x" if gemm.targeted else "-",
+        passed=base.median / mine.median >= GEMM_TARGET if gemm.targeted else None,
         ours_best=tflops / mine.best,
         baseline_best=tflops / base.best,
     )
@@ -415,9 +425,9 @@ def profile() -> None:
         }
         kernels.softmax(h, **call)
         kernels.rms_norm(h, weight, 1e-6, **call)
-    for which, (kernel, *_) in GEMMS.items():
+    for which, gemm in GEMMS.items():
         a, b, gemm_call = gemm_operands(4096, which)
-        kernel(a, b, **gemm_call)
+        gemm.kernel(a, b, **gemm_call)
     torch.cuda.synchronize()
 
 

@@ -298,6 +298,12 @@ inline std::uint32_t transposed_pairs(std::uint32_t bits) {
 
 }  // namespace nvptx
 
+// The m16n8k8 product with float accumulation, for operands named AB in PTX
+// ("f16" or "bf16"): D = A B + C, D and C in operands 0-3 and 7-10 (rows 8..15
+// unused: A's rows there are zero), A in 4-5, B in 6.
+#define COREAI_MMA_M16N8K8(AB) \
+  "mma.sync.aligned.m16n8k8.row.col.f32." AB "." AB ".f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+
 // d = a * b + c on the tensor cores with a, c and d in mma's layout (lane L
 // holds row L / 4, columns 2 (L % 4) and the next) and b transposed in it
 // (nvptx::transposed_pairs): a and b as the bits of a pair of E, c and d as
@@ -306,15 +312,13 @@ template <class E>
 inline void multiply_8x8_fragments(std::uint32_t a_bits, std::uint32_t bt_bits, float c0,
                                    float c1, float& d0, float& d1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  float unused0, unused1;  // rows 8..15 of the m16n8k8 product, whose A rows are zero
+  float unused0, unused1;
   if constexpr (std::is_same_v<E, _Float16>) {
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
-        "{%7, %8, %9, %10};"
+    asm(COREAI_MMA_M16N8K8("f16") "{%7, %8, %9, %10};"
         : "=f"(d0), "=f"(d1), "=f"(unused0), "=f"(unused1)
         : "r"(a_bits), "r"(0u), "r"(bt_bits), "f"(c0), "f"(c1), "f"(0.0f), "f"(0.0f));
   } else {
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
-        "{%7, %8, %9, %10};"
+    asm(COREAI_MMA_M16N8K8("bf16") "{%7, %8, %9, %10};"
         : "=f"(d0), "=f"(d1), "=f"(unused0), "=f"(unused1)
         : "r"(a_bits), "r"(0u), "r"(bt_bits), "f"(c0), "f"(c1), "f"(0.0f), "f"(0.0f));
   }
@@ -329,7 +333,14 @@ inline void multiply_8x8_fragments(std::uint32_t a_bits, std::uint32_t bt_bits, 
 // as they are (no lane multiplies). The test and the product are one block
 // of predicated instructions with no branch: a branch per product would end a
 // basic block at every mma, and ptxas then waits for each mma before the next
-// (a third of the throughput, measured on the H200).
+// (a third of the throughput, measured on the H200). Here D is C (operands
+// 0-1), the predicate's value operand 2.
+#define COREAI_PREDICATED_MMA_M16N8K8(AB)                                                     \
+  "{\n .reg .pred p;\n .reg .b32 m;\n activemask.b32 m;\n setp.eq.b32 p, m, -1;\n"          \
+  " selp.u32 %2, 1, 0, p;\n"                                                                 \
+  " @p mma.sync.aligned.m16n8k8.row.col.f32." AB "." AB ".f32 {%0, %1, %3, %4}, {%5, %6}, {%7}," \
+  " {%0, %1, %8, %8};\n}"
+
 template <class E>
 inline bool multiply_8x8_fragments_if_converged(std::uint32_t a_bits, std::uint32_t bt_bits,
                                                 float& d0, float& d1) {
@@ -337,21 +348,13 @@ inline bool multiply_8x8_fragments_if_converged(std::uint32_t a_bits, std::uint3
   std::uint32_t converged;
   float unused0, unused1;
   if constexpr (std::is_same_v<E, _Float16>) {
-    asm volatile(
-        "{\n .reg .pred p;\n .reg .b32 m;\n activemask.b32 m;\n setp.eq.b32 p, m, -1;\n"
-        " selp.u32 %2, 1, 0, p;\n"
-        " @p mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %3, %4}, {%5, %6}, {%7},"
-        " {%0, %1, %8, %8};\n}"
-        : "+f"(d0), "+f"(d1), "=r"(converged), "=f"(unused0), "=f"(unused1)
-        : "r"(a_bits), "r"(0u), "r"(bt_bits), "f"(0.0f));
+    asm volatile(COREAI_PREDICATED_MMA_M16N8K8("f16")
+                 : "+f"(d0), "+f"(d1), "=r"(converged), "=f"(unused0), "=f"(unused1)
+                 : "r"(a_bits), "r"(0u), "r"(bt_bits), "f"(0.0f));
   } else {
-    asm volatile(
-        "{\n .reg .pred p;\n .reg .b32 m;\n activemask.b32 m;\n setp.eq.b32 p, m, -1;\n"
-        " selp.u32 %2, 1, 0, p;\n"
-        " @p mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0, %1, %3, %4}, {%5, %6}, {%7},"
-        " {%0, %1, %8, %8};\n}"
-        : "+f"(d0), "+f"(d1), "=r"(converged), "=f"(unused0), "=f"(unused1)
-        : "r"(a_bits), "r"(0u), "r"(bt_bits), "f"(0.0f));
+    asm volatile(COREAI_PREDICATED_MMA_M16N8K8("bf16")
+                 : "+f"(d0), "+f"(d1), "=r"(converged), "=f"(unused0), "=f"(unused1)
+                 : "r"(a_bits), "r"(0u), "r"(bt_bits), "f"(0.0f));
   }
   return converged != 0;
 #else
@@ -359,6 +362,9 @@ inline bool multiply_8x8_fragments_if_converged(std::uint32_t a_bits, std::uint3
   return false;
 #endif
 }
+
+#undef COREAI_PREDICATED_MMA_M16N8K8
+#undef COREAI_MMA_M16N8K8
 
 template <class PA, class PB>
 inline bool multiply_8x8_on_matrix_units(const PA& a, const PB& b, float c0, float c1, float& d0,
