@@ -9,19 +9,25 @@ result types from a constant operand the same way whether it was made from a
 numpy array or given as a value, as long as its element type is the one the
 op expects (the caller's numpy dtype says which).
 
-The cache holds values of the blocks being built by running conversions only:
+Large constants (weights) are made by :func:`weight_attribute`, once per
+distinct contents in a conversion.
+
+The caches hold values of the blocks being built by running conversions only:
 ``GraphLowerer`` calls :func:`forget` when a conversion starts and ends.
 """
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from coreai._compiler.dialects._coreai_ops_gen import ConstantOp
 from coreai._compiler.ir import (
+    Attribute,
     DenseElementsAttr,
+    DenseResourceElementsAttr,
     F32Type,
     InsertionPoint,
     IntegerType,
@@ -65,6 +71,51 @@ def u32(values: Any) -> Value | np.ndarray:
     return small_constant(np.array(values, dtype=np.uint32))
 
 
+# Arrays from this size up are stored as resources (as coreai's
+# create_elements_attr stores them); smaller ones are written inline.
+RESOURCE_BYTES = 1024
+# Alignment of a resource's data, as create_elements_attr aligns it.
+_ALIGNMENT = 16
+# Element types whose bytes a resource holds as they are in numpy (not bool,
+# which MLIR packs differently).
+_RESOURCE_KINDS = frozenset("fiu")
+
+_RESOURCES: dict[tuple[Any, ...], tuple[np.ndarray, Attribute]] = {}
+
+
+def weight_attribute(array: np.ndarray, kind: RankedTensorType) -> Attribute | None:
+    """A resource attribute holding a copy of ``array``, or ``None`` where it does not apply.
+
+    coreai's ``create_elements_attr`` names each resource by a hash of its
+    bytes, which takes about 1 µs per kilobyte: a third of converting a small
+    transformer's linear layer. Here the bytes are hashed with CRC-32
+    (hardware-assisted, about four times faster) only to find equal weights,
+    which then share one resource as they do under the coreai naming (an
+    embedding used by several entry points is stored once). ``None`` for
+    arrays stored inline (small, or one value repeated) and for element types
+    kept as ``create_elements_attr`` writes them.
+    """
+    if array.nbytes < RESOURCE_BYTES or array.dtype.kind not in _RESOURCE_KINDS:
+        return None
+    flat = array.reshape(-1).view(f"u{array.itemsize}")
+    if (flat == flat[0]).all():
+        return None  # a splat: an inline constant of one value
+    key = (array.dtype.str, array.shape, zlib.crc32(flat))
+    found = _RESOURCES.get(key)
+    if found is not None and np.array_equal(found[0], array):
+        return found[1]
+    # The copy is the resource's storage: later writes to the caller's
+    # tensor must not change the program.
+    data = np.empty_like(array, order="C")
+    if data.ctypes.data % _ALIGNMENT:
+        return None
+    np.copyto(data, array)
+    attr = DenseResourceElementsAttr.get_from_buffer(data, "constant", kind, alignment=_ALIGNMENT)
+    _RESOURCES[key] = (data, attr)
+    return attr
+
+
 def forget() -> None:
     """Drop every cached constant (a conversion starts or ends)."""
     _CACHE.clear()
+    _RESOURCES.clear()

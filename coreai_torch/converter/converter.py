@@ -17,6 +17,7 @@ from torch.export.graph_signature import InputKind
 
 from . import constants, dtypes
 from .decomp import prepare
+from .folding import ConstantPool, fold_constants
 from .graph_lowering import (
     KERNEL_NAMESPACE,
     GraphLowerer,
@@ -334,18 +335,41 @@ def _emit_entry(entry: _Entry, lowerer: GraphLowerer) -> None:
             ctx.values[node.name] = argument
             symbols.add_source(node.meta["val"], argument)
         symbols.materialize()
-        for node in placeholders:
-            if node.name in ctx.values or not node.users:
+        lifted = {
+            node: _lifted_tensor(program, kinds[node.name], node)
+            for node in placeholders
+            if node.name not in ctx.values and node.users
+        }
+        live = lowerer.live(graph_module.graph)
+        folded = fold_constants(
+            graph_module.graph,
+            lifted,
+            live,
+            lambda target: user_lowering(lowerer.user_lowerings, target) is not None,
+        )
+        ctx.folded = folded.keys()
+        ctx.constants = {**lifted, **folded}
+        pool = ConstantPool()
+        for node, tensor in lifted.items():
+            if not _read_by_lowered(node, folded, live):
                 continue
-            tensor = _lifted_tensor(program, kinds[node.name], node)
             if _only_linear_weight(node, lowerer):
                 # ops/linalg.py stores it transposed: no transpose op per linear.
                 ctx.weights[node.name] = tensor
                 continue
             with Location.unknown():
-                ctx.values[node.name] = dtypes.constant(tensor, tensor.dtype)
+                ctx.values[node.name] = pool.constant(tensor)
+        for node, tensor in folded.items():
+            if _read_by_lowered(node, folded, live):
+                with ctx.lowering(node):
+                    ctx.values[node.name] = pool.constant(tensor)
         outputs = lowerer.lower_nodes(graph_module, ctx)
         graph.outputs_spec = list(zip(output_names, outputs, strict=True))
+
+
+def _read_by_lowered(node: fx.Node, folded: Any, live: set[fx.Node]) -> bool:
+    """Whether a lowered call (or the output) reads ``node``: it then needs a value."""
+    return any(user in live and user not in folded for user in node.users)
 
 
 def _only_linear_weight(node: fx.Node, lowerer: GraphLowerer) -> bool:

@@ -31,6 +31,7 @@ from coreai._compiler.ir import (
 )
 
 from ..contract import COREAI_NARROWING
+from .constants import weight_attribute
 
 # What a torch dtype becomes inside the IR (after narrowing): the contract's table.
 NARROWED: dict[torch.dtype, torch.dtype] = COREAI_NARROWING
@@ -144,5 +145,8 @@ def constant(value: object, dtype: torch.dtype) -> Value:
     # its generic path copies the data twice and analyses the type again, which
     # took half the time of converting a small transformer's weights.
     kind = RankedTensorType.get(list(array.shape), element_type(dtype))
-    data = np.ascontiguousarray(array.reshape(1) if array.ndim == 0 else array)
-    return ConstantOp(value=create_elements_attr(Location.unknown(), kind, data)).result
+    attr = weight_attribute(array, kind)
+    if attr is None:
+        data = np.ascontiguousarray(array.reshape(1) if array.ndim == 0 else array)
+        attr = create_elements_attr(Location.unknown(), kind, data)
+    return ConstantOp(value=attr).result

@@ -143,7 +143,7 @@ class GraphLowerer:
         canonical: dict[fx.Node, fx.Node] = {}
         outputs: list[Any] = []
         for node in graph_module.graph.nodes:
-            if node.op == "call_function" and node in live:
+            if node.op == "call_function" and node in live and node not in ctx.folded:
                 key = _call_key(node, canonical) if first_call is not None else None
                 if key is not None:
                     try:
@@ -187,7 +187,7 @@ class GraphLowerer:
             with ctx.lowering(node):
                 result = self._dispatch(node, ctx)
                 if ctx.batching is None or not ctx.batching.of(node):
-                    result = _checked(node, result)  # batched values carry batch dims
+                    result = _checked(node, result, ctx.types)  # batched values carry batch dims
         except Exception as exc:
             exc.add_note(lowering_context(node))
             raise
@@ -266,7 +266,7 @@ def _reuse(ctx: LoweringContext, node: fx.Node, earlier: fx.Node) -> None:
         ctx.batching.levels[node.name] = ctx.batching.of(earlier)
 
 
-def _checked(node: fx.Node, result: Any) -> Any:
+def _checked(node: fx.Node, result: Any, types: dict[Any, RankedTensorType]) -> Any:
     """``result`` checked against what torch says the node is, with the sizes torch knows.
 
     A disagreement is a lowering bug. Builders that take computed shapes give
@@ -278,25 +278,32 @@ def _checked(node: fx.Node, result: Any) -> Any:
         if not isinstance(expected, list | tuple):
             return result
         return [
-            _checked_one(node, value, fake)
+            _checked_one(node, value, fake, types)
             for value, fake in zip(result, list(expected) + [None] * len(result), strict=False)
         ]
-    return _checked_one(node, result, expected)
+    return _checked_one(node, result, expected, types)
 
 
-def _checked_one(node: fx.Node, value: Any, fake: Any) -> Any:
+def _checked_one(node: fx.Node, value: Any, fake: Any, types: dict[Any, RankedTensorType]) -> Any:
     if not isinstance(fake, torch.Tensor) or not isinstance(value, Value):
         return value
     actual = value.type
     if not isinstance(actual, RankedTensorType):
         return value
     supported = dtypes.is_supported(fake.dtype)
-    if (
-        supported
-        and actual.shape == dtypes.ir_dims(fake)
-        and actual.element_type == dtypes.element_type(fake.dtype)
-    ):
-        return value  # the common case: exactly the type torch's sizes give
+    if supported:
+        # The common case: exactly the type torch's sizes give. IR types are
+        # unique per context, so comparing them is comparing two pointers.
+        sizes = tuple(fake.shape)
+        if all(type(size) is int for size in sizes):
+            key = (sizes, fake.dtype)
+            expected = types.get(key)
+            if expected is None:
+                expected = types[key] = dtypes.tensor_type(fake)
+        else:  # symbolic sizes are not compared as dictionary keys
+            expected = dtypes.tensor_type(fake)
+        if actual == expected:
+            return value
     if actual.rank != fake.dim():
         raise TypeError(f"lowering produced rank {actual.rank}, torch has rank {fake.dim()}")
     if supported and actual.element_type != dtypes.element_type(fake.dtype):

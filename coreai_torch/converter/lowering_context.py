@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -45,6 +45,15 @@ class LoweringContext:
         # Parameters that only a linear reads, as tensors: ops/linalg.py makes
         # each a constant of the transposed weight.
         self.weights: dict[str, torch.Tensor] = {}
+        # Calls computed in PyTorch before lowering (folding.py): not lowered.
+        self.folded: Collection[fx.Node] = ()
+        # The IR type of each (sizes, dtype) a node's result has had, made once.
+        self.types: dict[Any, RankedTensorType] = {}
+        # The tensors of the graph's constants and folded calls (see known()).
+        self.constants: dict[fx.Node, torch.Tensor] = {}
+        # What lowerings worked out from those tensors, kept for the graph's
+        # other nodes that ask the same (keyed by the lowering's choosing).
+        self.facts: dict[Any, Any] = {}
         self.symbols = symbols
         self.graph_module = graph_module
         self.node: fx.Node | None = None
@@ -113,6 +122,16 @@ class LoweringContext:
         if isinstance(arg, torch.Tensor):
             return self.constant(arg, dtype or arg.dtype)
         raise TypeError(f"cannot turn argument {arg!r} ({type(arg).__name__}) into a Core AI value")
+
+    def known(self, arg: Any) -> torch.Tensor | None:
+        """The value of a tensor argument known before the program runs, else ``None``.
+
+        Parameters, buffers and constants of the program are known, and so are
+        the calls computed from them alone (``folding.py``). A lowering may use
+        the value to emit less (never to emit something else than it would
+        for an unknown value of the same type).
+        """
+        return self.constants.get(arg) if isinstance(arg, fx.Node) else None
 
     def fake(self, arg: Any = None) -> Any:
         """The fake value (``meta["val"]``) of a node; of the current node by default."""

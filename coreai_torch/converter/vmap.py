@@ -40,6 +40,7 @@ from .registry import Lowering, register_lowering
 aten = torch.ops.aten
 
 _MOD_INDEX = "torch._dynamo._trace_wrapped_higher_order_op.ModIndex"
+_FLAT_APPLY = torch.ops.higher_order.flat_apply
 
 # Ops whose result is built from a tensor's dtype and shape only, not its values.
 _LIKE = {
@@ -90,11 +91,14 @@ def _is_mod_index(node: fx.Node) -> bool:
 
 def unsupported_batched(nodes: Iterable[fx.Node]) -> list[tuple[fx.Node, str]]:
     """Which of these (live) call nodes of a vmap region cannot be inlined, and why."""
+    nodes = list(nodes)
+    if not any(n.target is predispatch._add_batch_dim or n.target is _FLAT_APPLY for n in nodes):
+        return []  # no vmap region (values are batched only inside one)
     problems = []
     # Whether a node's value is batched, asked once per node rather than per use.
     batched: dict[fx.Node, bool] = {}
     for node in nodes:
-        if node.target is torch.ops.higher_order.flat_apply and not _is_mod_index(node):
+        if node.target is _FLAT_APPLY and not _is_mod_index(node):
             problems.append((node, "flat_apply of a function other than tensor indexing"))
         batched_inputs = False
         for arg in node.all_input_nodes:

@@ -52,6 +52,27 @@ def _causal_mask(ctx: LoweringContext, q_len: Any, kv_len: Any) -> Value:
     return coreai.not_(later)
 
 
+def _may_close_a_row(ctx: LoweringContext, mask_arg: Any) -> bool:
+    """Whether a mask may leave a query nothing to attend to.
+
+    A mask known before the run (a causal mask built from constants) that
+    leaves every query a key spares the guard's three ops per layer. Each
+    layer reads the same mask: it is inspected once per graph.
+    """
+    mask = ctx.known(mask_arg)
+    if mask is None:
+        return True
+    key = ("attention mask closes a row", mask_arg)
+    closes = ctx.facts.get(key)
+    if closes is None:
+        if mask.dtype == torch.bool:
+            closes = bool((~mask.any(dim=-1)).any())
+        else:
+            closes = bool((mask == -math.inf).all(dim=-1).any())
+        ctx.facts[key] = closes
+    return closes
+
+
 @register_lowering(aten.scaled_dot_product_attention.default, keep_in_export=True)
 def lower_sdpa(ctx: LoweringContext, node: fx.Node) -> Value:
     q_arg, k_arg, v_arg = ctx.arg("query"), ctx.arg("key"), ctx.arg("value")
@@ -96,7 +117,7 @@ def lower_sdpa(ctx: LoweringContext, node: fx.Node) -> Value:
             scores = coreai.broadcasting_add(scores, ctx.value(mask_arg, compute))
     last = np.int32(rank(scores) - 1)
     weights = coreai.softmax(scores, last)
-    if masked:
+    if masked and _may_close_a_row(ctx, mask_arg):
         # A row that may attend to nothing is all -inf; torch returns zeros for
         # it where a plain softmax would give NaN.
         row_max = coreai.reduce_max(scores, i32([int(last)]))
