@@ -80,6 +80,10 @@ _ALIGNMENT = 16
 # which MLIR packs differently).
 _RESOURCE_KINDS = frozenset("fiu")
 
+# Arrays up to this size are also matched by their bytes (hashing costs
+# about 0.3 µs per kilobyte): tables, not the weights of a linear layer.
+_HASHED_BYTES = 16 * 1024
+
 _RESOURCES: dict[tuple[Any, ...], tuple[np.ndarray, Attribute]] = {}
 
 
@@ -88,31 +92,48 @@ def weight_attribute(array: np.ndarray, kind: RankedTensorType) -> Attribute | N
 
     coreai's ``create_elements_attr`` names each resource by a hash of its
     bytes, which takes about 1 µs per kilobyte: a third of converting a small
-    transformer's linear layer. Here the bytes are hashed with CRC-32
-    (hardware-assisted, about four times faster) only to find equal weights,
-    which then share one resource as they do under the coreai naming (an
-    embedding used by several entry points is stored once). ``None`` for
-    arrays stored inline (small, or one value repeated) and for element types
-    kept as ``create_elements_attr`` writes them.
+    transformer's linear layer. Here a resource is made once per array a
+    conversion stores: the same memory, strides and shape (a weight that two
+    entry points read), or, up to ``_HASHED_BYTES``, the same bytes (a table
+    each entry point computes anew). A match is compared in full before it is
+    shared. ``None`` for arrays stored inline (small, or one value repeated)
+    and for element types kept as ``create_elements_attr`` writes them.
     """
     if array.nbytes < RESOURCE_BYTES or array.dtype.kind not in _RESOURCE_KINDS:
         return None
-    flat = array.reshape(-1).view(f"u{array.itemsize}")
-    if (flat == flat[0]).all():
+    address = array.__array_interface__["data"][0]
+    same_memory = (address, array.strides, array.shape, array.dtype.str)
+    found = _shared(same_memory, array)
+    if found is not None:
+        return found
+    # One copy, in C order (a linear's transposed weight is laid out here): it
+    # is the resource's storage, so later writes to the caller's tensor do not
+    # change the program.
+    data = np.array(array, order="C", copy=True)
+    if data.ctypes.data % _ALIGNMENT:
+        return None
+    bits = data.reshape(-1).view(f"u{data.itemsize}")
+    if bits[0] == bits[-1] and (bits == bits[0]).all():
         return None  # a splat: an inline constant of one value
-    key = (array.dtype.str, array.shape, zlib.crc32(flat))
+    same_bytes = None
+    if data.nbytes <= _HASHED_BYTES:
+        same_bytes = (data.shape, data.dtype.str, zlib.crc32(bits))
+        found = _shared(same_bytes, data)
+        if found is not None:
+            _RESOURCES[same_memory] = _RESOURCES[same_bytes]
+            return found
+    attr = DenseResourceElementsAttr.get_from_buffer(data, "constant", kind, alignment=_ALIGNMENT)
+    _RESOURCES[same_memory] = (data, attr)
+    if same_bytes is not None:
+        _RESOURCES[same_bytes] = (data, attr)
+    return attr
+
+
+def _shared(key: tuple[Any, ...], array: np.ndarray) -> Attribute | None:
     found = _RESOURCES.get(key)
     if found is not None and np.array_equal(found[0], array):
         return found[1]
-    # The copy is the resource's storage: later writes to the caller's
-    # tensor must not change the program.
-    data = np.empty_like(array, order="C")
-    if data.ctypes.data % _ALIGNMENT:
-        return None
-    np.copyto(data, array)
-    attr = DenseResourceElementsAttr.get_from_buffer(data, "constant", kind, alignment=_ALIGNMENT)
-    _RESOURCES[key] = (data, attr)
-    return attr
+    return None
 
 
 def forget() -> None:

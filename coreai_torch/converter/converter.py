@@ -341,13 +341,15 @@ def _emit_entry(entry: _Entry, lowerer: GraphLowerer) -> None:
             if node.name not in ctx.values and node.users
         }
         live = lowerer.live(graph_module.graph)
-        folded = fold_constants(
+        folding = fold_constants(
             graph_module.graph,
             lifted,
             live,
             lambda target: user_lowering(lowerer.user_lowerings, target) is not None,
         )
+        folded = folding.values
         ctx.folded = folded.keys()
+        ctx.folded_repeats = folding.repeats
         ctx.constants = {**lifted, **folded}
         pool = ConstantPool()
         for node, tensor in lifted.items():
@@ -361,6 +363,10 @@ def _emit_entry(entry: _Entry, lowerer: GraphLowerer) -> None:
                 ctx.values[node.name] = pool.constant(tensor)
         for node, tensor in folded.items():
             if _read_by_lowered(node, folded, live):
+                earlier = folding.repeats.get(node)
+                if earlier is not None and earlier.name in ctx.values:
+                    ctx.values[node.name] = ctx.values[earlier.name]
+                    continue
                 with ctx.lowering(node):
                     ctx.values[node.name] = pool.constant(tensor)
         outputs = lowerer.lower_nodes(graph_module, ctx)

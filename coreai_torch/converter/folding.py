@@ -33,7 +33,7 @@ the source line of the call that computed it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.fx as fx
@@ -41,6 +41,7 @@ from coreai._compiler.ir import Value
 from torch._ops import OpOverload
 
 from . import dtypes
+from .graph_lowering import call_key
 from .mutation import mutates_input, storage
 
 aten = torch.ops.aten
@@ -77,13 +78,23 @@ def _foldable_target(target: Any) -> bool:
     return ok
 
 
+class Folded(NamedTuple):
+    """What :func:`fold_constants` computed."""
+
+    # Each folded call's value, in graph order.
+    values: dict[fx.Node, torch.Tensor]
+    # Folded calls that repeat an earlier folded call (the same target and
+    # arguments), mapped to it: they share its value, computed once.
+    repeats: dict[fx.Node, fx.Node]
+
+
 def fold_constants(
     graph: fx.Graph,
     constants: dict[fx.Node, torch.Tensor],
     live: set[fx.Node],
     has_user_lowering: Any,
-) -> dict[fx.Node, torch.Tensor]:
-    """The folded calls of ``graph`` and their values, in graph order.
+) -> Folded:
+    """The calls of ``graph`` computed from constants alone, and their values.
 
     ``constants`` maps the graph's parameter, buffer and constant placeholders
     to their tensors; ``live`` is the set of nodes the outputs depend on; and
@@ -97,30 +108,42 @@ def fold_constants(
     }
     written.discard(None)
     known: dict[fx.Node, torch.Tensor] = dict(constants)
-    folded: dict[fx.Node, torch.Tensor] = {}
+    folded = Folded({}, {})
+    first: dict[Any, fx.Node] = {}
     # Inference mode: no autograd bookkeeping (views' version counters) for
     # values that only ever become constants.
     with torch.inference_mode():
         for node in graph.nodes:
             if node.op != "call_function" or node not in live:
                 continue
-            value = _fold(node, known, written, has_user_lowering)
-            if value is not None:
-                known[node] = folded[node] = value
+            if not _foldable(node, known, written, has_user_lowering):
+                continue
+            try:
+                earlier = first.setdefault(call_key(node, folded.repeats), node)
+            except TypeError:  # an argument that cannot be hashed
+                earlier = node
+            if earlier is not node and earlier in folded.values:
+                folded.repeats[node] = earlier
+                value = folded.values[earlier]
+            else:
+                value = _evaluate(node, known)
+                if value is None:
+                    continue
+            known[node] = folded.values[node] = value
     return folded
 
 
-def _fold(
+def _foldable(
     node: fx.Node,
     known: dict[fx.Node, torch.Tensor],
     written: set[int],
     has_user_lowering: Any,
-) -> torch.Tensor | None:
+) -> bool:
     inputs = node.all_input_nodes
     if not all(n in known for n in inputs):
-        return None  # the common case, checked first
+        return False  # the common case, checked first
     if not _foldable_target(node.target) or has_user_lowering(node.target):
-        return None
+        return False
     fake = node.meta.get("val")
     if (
         not isinstance(fake, torch.Tensor)
@@ -128,9 +151,14 @@ def _fold(
         or fake.numel() > LARGEST
         or not dtypes.is_supported(fake.dtype)
     ):
-        return None
-    if written and (storage(node) in written or any(storage(n) in written for n in inputs)):
-        return None
+        return False
+    return not (
+        written and (storage(node) in written or any(storage(n) in written for n in inputs))
+    )
+
+
+def _evaluate(node: fx.Node, known: dict[fx.Node, torch.Tensor]) -> torch.Tensor | None:
+    """The node's value computed by eager PyTorch, or ``None`` where that is not possible."""
     args = _concrete(node.args, known)
     kwargs = _concrete(node.kwargs, known)
     if args is None or kwargs is None:
@@ -139,6 +167,7 @@ def _fold(
         value = node.target(*args, **kwargs)
     except Exception:  # an op eager torch refuses here (another device): lower it instead
         return None
+    fake = node.meta["val"]
     if (
         not isinstance(value, torch.Tensor)
         or value.dtype != fake.dtype

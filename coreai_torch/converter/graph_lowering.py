@@ -140,11 +140,12 @@ class GraphLowerer:
         # value (the same mask or position table built once per layer): unless
         # an in-place op can change a value between the two.
         first_call: dict[Any, fx.Node] | None = None if ctx.functionalizer else {}
-        canonical: dict[fx.Node, fx.Node] = {}
+        # Folded calls that repeat an earlier one count as it (folding.py).
+        canonical: dict[fx.Node, fx.Node] = dict(ctx.folded_repeats)
         outputs: list[Any] = []
         for node in graph_module.graph.nodes:
             if node.op == "call_function" and node in live and node not in ctx.folded:
-                key = _call_key(node, canonical) if first_call is not None else None
+                key = call_key(node, canonical) if first_call is not None else None
                 if key is not None:
                     try:
                         # One lookup that also records the first call: a key's
@@ -221,7 +222,7 @@ class GraphLowerer:
         return lowering(ctx, node)
 
 
-def _call_key(node: fx.Node, canonical: dict[fx.Node, fx.Node]) -> Any:
+def call_key(node: fx.Node, canonical: dict[fx.Node, fx.Node]) -> Any:
     """A description of a pure call, with repeated calls mapped to their first.
 
     Hashable unless an argument is not.

@@ -45,8 +45,10 @@ class LoweringContext:
         # Parameters that only a linear reads, as tensors: ops/linalg.py makes
         # each a constant of the transposed weight.
         self.weights: dict[str, torch.Tensor] = {}
-        # Calls computed in PyTorch before lowering (folding.py): not lowered.
+        # Calls computed in PyTorch before lowering (folding.py): not lowered;
+        # and those of them that repeat an earlier one, mapped to it.
         self.folded: Collection[fx.Node] = ()
+        self.folded_repeats: dict[fx.Node, fx.Node] = {}
         # The IR type of each (sizes, dtype) a node's result has had, made once.
         self.types: dict[Any, RankedTensorType] = {}
         # The tensors of the graph's constants and folded calls (see known()).

@@ -36,7 +36,7 @@ def _folded_targets(module: torch.nn.Module, *args: torch.Tensor, user_lowered=(
     folded = fold_constants(
         program.graph, constants, live_nodes(program.graph), lambda t: t in user_lowered
     )
-    return [str(node.target) for node in folded]
+    return [str(node.target) for node in folded.values]
 
 
 class _Rotary(torch.nn.Module):
@@ -64,6 +64,21 @@ def test_tables_built_from_constants_fold_and_the_program_matches_pytorch() -> N
     # Nothing that reads the input folds.
     assert not any(t.startswith(("aten.mul.", "aten.flip.", "aten.matmul.")) for t in folded)
     assert_converted_matches(_Rotary(), [x])
+
+
+def test_a_repeated_folded_call_is_computed_once() -> None:
+    class Model(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            first = x * torch.arange(4.0).cos()
+            return first + x * torch.arange(4.0).cos()  # the same table, built again
+
+    program = torch.export.export(Model(), (torch.randn(4),))
+    folded = fold_constants(program.graph, {}, live_nodes(program.graph), lambda t: False)
+    repeats = {node.name: earlier.name for node, earlier in folded.repeats.items()}
+    assert repeats == {"arange_1": "arange", "cos_1": "cos"}
+    cos, cos_1 = (n for n in folded.values if n.name in ("cos", "cos_1"))
+    assert folded.values[cos] is folded.values[cos_1]
+    assert_converted_matches(Model(), [torch.randn(4)])
 
 
 def test_random_and_unspecified_values_and_user_lowered_calls_do_not_fold() -> None:
@@ -182,6 +197,20 @@ def test_equal_weights_share_one_resource_and_small_equal_constants_one_op() -> 
     converter.add_exported_program(exported, entrypoint_name="second")
     both = converter.to_coreai()
     assert len(set(_resource_names(both))) == 1
+
+
+def test_entry_points_of_one_conversion_store_a_large_weight_once() -> None:
+    model = torch.nn.Linear(128, 128).eval()  # 64 KiB: matched by its memory, not hashed
+    x = torch.randn(2, 128)
+    exported = torch.export.export(model, (x,))
+    converter = TorchConverter()
+    converter.add_exported_program(exported, entrypoint_name="first")
+    converter.add_exported_program(exported, entrypoint_name="second")
+    both = converter.to_coreai()
+    assert len(set(_resource_names(both))) == 1
+    for entry in ("first", "second"):
+        got = run_program(both, {"input": x}, entrypoint=entry)
+        torch.testing.assert_close(next(iter(got.values())), model(x), rtol=1e-5, atol=1e-5)
 
 
 def test_a_weight_is_copied_when_converted() -> None:

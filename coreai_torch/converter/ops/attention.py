@@ -115,12 +115,12 @@ def lower_sdpa(ctx: LoweringContext, node: fx.Node) -> Value:
             scores = coreai.broadcasting_where(allowed, scores, ctx.constant(-math.inf, compute))
         else:
             scores = coreai.broadcasting_add(scores, ctx.value(mask_arg, compute))
-    last = np.int32(rank(scores) - 1)
-    weights = coreai.softmax(scores, last)
+    last = rank(scores) - 1
+    weights = coreai.softmax(scores, i32(last))
     if masked and _may_close_a_row(ctx, mask_arg):
         # A row that may attend to nothing is all -inf; torch returns zeros for
         # it where a plain softmax would give NaN.
-        row_max = coreai.reduce_max(scores, i32([int(last)]))
+        row_max = coreai.reduce_max(scores, i32([last]))
         live = coreai.broadcasting_greater(row_max, ctx.constant(-math.inf, compute))
         weights = coreai.broadcasting_where(live, weights, ctx.constant(0.0, compute))
     return ctx.cast(matmul(weights, v), dtype)
