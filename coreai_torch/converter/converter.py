@@ -341,15 +341,13 @@ def _emit_entry(entry: _Entry, lowerer: GraphLowerer) -> None:
             if node.name not in ctx.values and node.users
         }
         live = lowerer.live(graph_module.graph)
-        folding = fold_constants(
+        ctx.folded = fold_constants(
             graph_module.graph,
             lifted,
             live,
             lambda target: user_lowering(lowerer.user_lowerings, target) is not None,
         )
-        folded = folding.values
-        ctx.folded = folded.keys()
-        ctx.folded_repeats = folding.repeats
+        folded = ctx.folded.values
         ctx.constants = {**lifted, **folded}
         pool = ConstantPool()
         for node, tensor in lifted.items():
@@ -363,7 +361,7 @@ def _emit_entry(entry: _Entry, lowerer: GraphLowerer) -> None:
                 ctx.values[node.name] = pool.constant(tensor)
         for node, tensor in folded.items():
             if _read_by_lowered(node, folded, live):
-                earlier = folding.repeats.get(node)
+                earlier = ctx.folded.repeats.get(node)
                 if earlier is not None and earlier.name in ctx.values:
                     ctx.values[node.name] = ctx.values[earlier.name]
                     continue

@@ -33,7 +33,7 @@ the source line of the call that computed it.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -42,6 +42,7 @@ from torch._ops import OpOverload
 
 from . import dtypes
 from .graph_lowering import call_key
+from .lowering_context import Folded
 from .mutation import mutates_input, storage
 
 aten = torch.ops.aten
@@ -76,16 +77,6 @@ def _foldable_target(target: Any) -> bool:
     )
     _FOLDABLE[id(target)] = (target, ok)
     return ok
-
-
-class Folded(NamedTuple):
-    """What :func:`fold_constants` computed."""
-
-    # Each folded call's value, in graph order.
-    values: dict[fx.Node, torch.Tensor]
-    # Folded calls that repeat an earlier folded call (the same target and
-    # arguments), mapped to it: they share its value, computed once.
-    repeats: dict[fx.Node, fx.Node]
 
 
 def fold_constants(

@@ -141,10 +141,10 @@ class GraphLowerer:
         # an in-place op can change a value between the two.
         first_call: dict[Any, fx.Node] | None = None if ctx.functionalizer else {}
         # Folded calls that repeat an earlier one count as it (folding.py).
-        canonical: dict[fx.Node, fx.Node] = dict(ctx.folded_repeats)
+        canonical: dict[fx.Node, fx.Node] = dict(ctx.folded.repeats)
         outputs: list[Any] = []
         for node in graph_module.graph.nodes:
-            if node.op == "call_function" and node in live and node not in ctx.folded:
+            if node.op == "call_function" and node in live and node not in ctx.folded.values:
                 key = call_key(node, canonical) if first_call is not None else None
                 if key is not None:
                     try:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import torch
@@ -21,6 +21,16 @@ from .symbolic import SymbolTable, index_constant
 if TYPE_CHECKING:
     from .mutation import Functionalizer
     from .vmap import Batching
+
+
+class Folded(NamedTuple):
+    """The calls of a graph computed in PyTorch before lowering (``folding.py``)."""
+
+    # Each folded call's value, in graph order.
+    values: dict[fx.Node, torch.Tensor]
+    # Folded calls that repeat an earlier folded call (the same target and
+    # arguments), mapped to it: they share its value, computed once.
+    repeats: dict[fx.Node, fx.Node]
 
 
 class LoweringContext:
@@ -45,10 +55,8 @@ class LoweringContext:
         # Parameters that only a linear reads, as tensors: ops/linalg.py makes
         # each a constant of the transposed weight.
         self.weights: dict[str, torch.Tensor] = {}
-        # Calls computed in PyTorch before lowering (folding.py): not lowered;
-        # and those of them that repeat an earlier one, mapped to it.
-        self.folded: Collection[fx.Node] = ()
-        self.folded_repeats: dict[fx.Node, fx.Node] = {}
+        # Calls computed in PyTorch before lowering (folding.py): not lowered.
+        self.folded = Folded({}, {})
         # The IR type of each (sizes, dtype) a node's result has had, made once.
         self.types: dict[Any, RankedTensorType] = {}
         # The tensors of the graph's constants and folded calls (see known()).
@@ -130,8 +138,8 @@ class LoweringContext:
 
         Parameters, buffers and constants of the program are known, and so are
         the calls computed from them alone (``folding.py``). A lowering may use
-        the value to emit less (never to emit something else than it would
-        for an unknown value of the same type).
+        the value to emit fewer ops, never to compute another result than it
+        would for an unknown value.
         """
         return self.constants.get(arg) if isinstance(arg, fx.Node) else None
 
