@@ -22,16 +22,18 @@ REQUIRED: Any = inspect.Parameter.empty
 # The default recorded for a ``*args`` parameter: it takes the remaining positional arguments.
 _REST = object()
 
-# target -> ((name, default), ...), built once per target.
-_SIGNATURES: dict[Any, tuple[tuple[str, Any], ...]] = {}
+# id(target) -> (target, ((name, default), ...)), built once per target. Keyed
+# by id(), as registry.lookup's memo is: hashing an OpOverload runs Python code,
+# and every node's arguments are bound. The entry keeps its target alive.
+_SIGNATURES: dict[int, tuple[Any, tuple[tuple[str, Any], ...]]] = {}
 
 
 def parameters(target: Any) -> tuple[tuple[str, Any], ...]:
     """``(name, default)`` of each parameter of a call target, in order."""
-    found = _SIGNATURES.get(target)
-    if found is None:
-        found = _SIGNATURES[target] = _read_parameters(target)
-    return found
+    found = _SIGNATURES.get(id(target))
+    if found is None or found[0] is not target:
+        found = _SIGNATURES[id(target)] = (target, _read_parameters(target))
+    return found[1]
 
 
 def _read_parameters(target: Any) -> tuple[tuple[str, Any], ...]:

@@ -263,7 +263,10 @@ class TorchConverter:
         for entry in entries:
             lowerer.check(entry.program.graph_module)
         with self._context:
-            module = Module.create()
+            with Location.unknown():
+                # A module made under a location takes it, instead of walking
+                # the stack for the caller's line (a line of this file).
+                module = Module.create()
             constants.forget()
             try:
                 with module:

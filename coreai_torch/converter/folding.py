@@ -131,8 +131,9 @@ def _foldable(
     has_user_lowering: Any,
 ) -> bool:
     inputs = node.all_input_nodes
-    if not all(n in known for n in inputs):
-        return False  # the common case, checked first
+    for n in inputs:
+        if n not in known:
+            return False  # the common case, checked first
     if not _foldable_target(node.target) or has_user_lowering(node.target):
         return False
     fake = node.meta.get("val")

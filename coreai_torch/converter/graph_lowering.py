@@ -17,7 +17,7 @@ from . import dtypes, ops  # noqa: F401  (importing ops registers the built-in l
 from .errors import UnsupportedOpsError, lowering_context, source_line
 from .lowering_context import LoweringContext
 from .mutation import Functionalizer, mutates_input
-from .registry import lookup
+from .registry import lookup, reads_of
 from .vmap import Batching
 
 KERNEL_NAMESPACE = OP_NAMESPACE
@@ -92,8 +92,17 @@ class GraphLowerer:
     def live(self, graph: fx.Graph) -> set[fx.Node]:
         found = self._live.get(graph)
         if found is None:
-            found = self._live[graph] = live_nodes(graph)
+            reads = self._reads if reads_apply(graph) else None
+            found = self._live[graph] = live_nodes(graph, reads)
         return found
+
+    def _reads(self, node: fx.Node) -> list[fx.Node]:
+        """The nodes lowering ``node`` reads (see ``register_lowering``'s ``reads``)."""
+        if node.op == "call_function" and user_lowering(self.user_lowerings, node.target) is None:
+            reads = reads_of(node.target)
+            if reads is not None:
+                return reads(node)
+        return node.all_input_nodes
 
     # -- checks before any IR is built ---------------------------------------
 
@@ -135,6 +144,7 @@ class GraphLowerer:
             ctx.functionalizer = Functionalizer(graph_module.graph)
         if Batching.needed(graph_module.graph):
             ctx.batching = Batching()
+        ctx.reads_apply = ctx.functionalizer is None and ctx.batching is None
         live = self.live(graph_module.graph)
         # Calls that repeat an earlier call with the same arguments reuse its
         # value (the same mask or position table built once per layer): unless
@@ -225,19 +235,40 @@ class GraphLowerer:
 def call_key(node: fx.Node, canonical: dict[fx.Node, fx.Node]) -> Any:
     """A description of a pure call, with repeated calls mapped to their first.
 
-    Hashable unless an argument is not.
+    Hashable unless an argument is not. This runs for every node of every
+    conversion, so the common arguments (nodes, ints, lists of them) take the
+    shortest paths.
     """
     target = node.target
-    if isinstance(target, HigherOrderOperator) or kernel_name(target) is not None:
+    if not _repeatable(target):
         return None  # regions and kernel calls are lowered each time they appear
+    kwargs = node.kwargs
     # The target by identity: an OpOverload's own hash runs Python code, and
     # every target is kept alive by its node while the graph is lowered.
-    return (id(target), _canon(node.args, canonical), _canon(node.kwargs, canonical))
+    return (
+        id(target),
+        tuple([_canon(v, canonical) for v in node.args]),
+        _canon(kwargs, canonical) if kwargs else (),
+    )
 
+
+def _repeatable(target: Any) -> bool:
+    found = _REPEATABLE.get(id(target))
+    if found is not None and found[0] is target:
+        return found[1]
+    repeatable = not isinstance(target, HigherOrderOperator) and kernel_name(target) is None
+    _REPEATABLE[id(target)] = (target, repeatable)
+    return repeatable
+
+
+# Keyed by id(), as kernel_name's memo is.
+_REPEATABLE: dict[int, tuple[Any, bool]] = {}
 
 # Argument types that stand for themselves in a call key, tagged with their type:
 # 1 and True (and 1.0) are equal in Python but give values of other dtypes.
 _PLAIN_TYPES = frozenset({int, str, bool, type(None)})
+_SEQUENCES = (list, tuple)  # immutable_list and named tuples too
+_SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
 def _canon(value: Any, canonical: dict[fx.Node, fx.Node]) -> Any:
@@ -246,13 +277,13 @@ def _canon(value: Any, canonical: dict[fx.Node, fx.Node]) -> Any:
         return canonical.get(value, value)
     if kind in _PLAIN_TYPES:
         return kind, value
-    if isinstance(value, list | tuple):  # immutable_list and named tuples too
+    if isinstance(value, _SEQUENCES):
         return tuple([_canon(v, canonical) for v in value])
     if isinstance(value, float):  # numpy's float64 too
         return float, repr(value)  # 0.0 and -0.0 differ
     if isinstance(value, dict):
         return tuple(sorted((k, _canon(v, canonical)) for k, v in value.items()))
-    if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+    if isinstance(value, _SYMBOLIC):
         return str(value)
     return kind, value
 
@@ -267,7 +298,11 @@ def _reuse(ctx: LoweringContext, node: fx.Node, earlier: fx.Node) -> None:
         ctx.batching.levels[node.name] = ctx.batching.of(earlier)
 
 
-def _checked(node: fx.Node, result: Any, types: dict[Any, RankedTensorType]) -> Any:
+# A types-cache entry not made yet.
+_UNSEEN = object()
+
+
+def _checked(node: fx.Node, result: Any, types: dict[Any, Any]) -> Any:
     """``result`` checked against what torch says the node is, with the sizes torch knows.
 
     A disagreement is a lowering bug. Builders that take computed shapes give
@@ -285,26 +320,27 @@ def _checked(node: fx.Node, result: Any, types: dict[Any, RankedTensorType]) -> 
     return _checked_one(node, result, expected, types)
 
 
-def _checked_one(node: fx.Node, value: Any, fake: Any, types: dict[Any, RankedTensorType]) -> Any:
+def _checked_one(node: fx.Node, value: Any, fake: Any, types: dict[Any, Any]) -> Any:
     if not isinstance(fake, torch.Tensor) or not isinstance(value, Value):
         return value
+    # The common case, first: exactly the type torch's sizes give, made once
+    # per (sizes, dtype). IR types are unique per context, so comparing them
+    # is comparing two pointers. Symbolic sizes cannot be hashed (TypeError);
+    # dtypes the IR narrows are left to the checks below (None).
+    try:
+        key = (tuple(fake.shape), fake.dtype)
+        expected = types.get(key, _UNSEEN)
+    except TypeError:
+        expected = None
+    if expected is _UNSEEN:
+        supported = dtypes.is_supported(fake.dtype)
+        expected = types[key] = dtypes.tensor_type(fake) if supported else None
     actual = value.type
+    if expected is not None and actual == expected:
+        return value
     if not isinstance(actual, RankedTensorType):
         return value
     supported = dtypes.is_supported(fake.dtype)
-    if supported:
-        # The common case: exactly the type torch's sizes give. IR types are
-        # unique per context, so comparing them is comparing two pointers.
-        sizes = tuple(fake.shape)
-        if all(type(size) is int for size in sizes):
-            key = (sizes, fake.dtype)
-            expected = types.get(key)
-            if expected is None:
-                expected = types[key] = dtypes.tensor_type(fake)
-        else:  # symbolic sizes are not compared as dictionary keys
-            expected = dtypes.tensor_type(fake)
-        if actual == expected:
-            return value
     if actual.rank != fake.dim():
         raise TypeError(f"lowering produced rank {actual.rank}, torch has rank {fake.dim()}")
     if supported and actual.element_type != dtypes.element_type(fake.dtype):
@@ -339,14 +375,17 @@ def _flat(args: Any) -> list[Any]:
     return [args]
 
 
-def live_nodes(graph: fx.Graph) -> set[fx.Node]:
+def live_nodes(
+    graph: fx.Graph, reads: Callable[[fx.Node], list[fx.Node]] | None = None
+) -> set[fx.Node]:
     """The nodes the graph's outputs depend on.
 
     Everything else is dropped from the converted program: a converted program
     has no side effects, so a call whose results are all unused (a kernel call
     included) computes nothing the program returns. Run-time assertions that
     ``torch.export`` inserts are dropped with them; the exporter already
-    checked the shapes they guard.
+    checked the shapes they guard. ``reads(node)``, if given, lists the nodes
+    lowering ``node`` reads (its inputs, unless its lowering says otherwise).
     """
     # An op that mutates an input is kept whatever its users: the program it is
     # in gets decomposed, which turns the mutation into a value (decomp.py).
@@ -357,8 +396,17 @@ def live_nodes(graph: fx.Graph) -> set[fx.Node]:
         if node in live:
             continue
         live.add(node)
-        pending.extend(node.all_input_nodes)
+        pending.extend(node.all_input_nodes if reads is None else reads(node))
     return live
+
+
+def reads_apply(graph: fx.Graph) -> bool:
+    """Whether lowerings may read other nodes than their inputs (``register_lowering``).
+
+    Not in graphs with in-place ops, whose values change between a node and
+    its users (mutation.py), nor in graphs with vmap regions (vmap.py).
+    """
+    return not Functionalizer.needed(graph) and not Batching.needed(graph)
 
 
 def all_call_nodes(

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import torch
 import torch.fx as fx
-from coreai._compiler.dialects import coreai
-from coreai._compiler.ir import Location, RankedTensorType, ShapedType, Value
-from coreai.authoring import CompileUnitScope, DebugInfo, FileInfo
+from coreai._compiler.dialects import coreai, debuginfo
+from coreai._compiler.ir import Attribute, Location, RankedTensorType, ShapedType, Value
+from coreai.authoring import CompileUnitScope, FileInfo
 
 from . import dtypes
 from .arguments import Arguments
@@ -45,11 +45,11 @@ class LoweringContext:
         self,
         symbols: SymbolTable,
         graph_module: fx.GraphModule,
-        locations: dict[str, Location] | None = None,
+        locations: SourceLocations | None = None,
     ) -> None:
         self.values: dict[str, Value | list[Value]] = {}
-        # Source location per stack trace, shared with the contexts of sub-graphs.
-        self.locations: dict[str, Location] = {} if locations is None else locations
+        # Shared with the contexts of sub-graphs.
+        self.locations = SourceLocations() if locations is None else locations
         # 0-d constants of Python numbers, built once per graph block.
         self._scalars: dict[tuple[Any, ...], Value] = {}
         # Parameters that only a linear reads, as tensors: ops/linalg.py makes
@@ -58,7 +58,7 @@ class LoweringContext:
         # Calls computed in PyTorch before lowering (folding.py): not lowered.
         self.folded = Folded({}, {})
         # The IR type of each (sizes, dtype) a node's result has had, made once.
-        self.types: dict[Any, RankedTensorType] = {}
+        self.types: dict[Any, RankedTensorType | None] = {}
         # The tensors of the graph's constants and folded calls (see known()).
         self.constants: dict[fx.Node, torch.Tensor] = {}
         # What lowerings worked out from those tensors, kept for the graph's
@@ -76,6 +76,9 @@ class LoweringContext:
         # and for graphs with vmap regions (see vmap.py).
         self.functionalizer: Functionalizer | None = None
         self.batching: Batching | None = None
+        # Whether lowerings registered with ``reads`` read what it lists
+        # (registry.register_lowering); set with the two above.
+        self.reads_apply = False
 
     def lowering(self, node: fx.Node) -> _Lowering:
         """Make ``node`` the node being lowered; ops built meanwhile carry its location.
@@ -270,10 +273,7 @@ class _Lowering:
     def __enter__(self) -> None:
         ctx, node = self.ctx, self.node
         self.saved = ctx.node, ctx.loc, ctx._args
-        trace = node.meta.get("stack_trace") or ""
-        loc = ctx.locations.get(trace)
-        if loc is None:
-            loc = ctx.locations[trace] = node_location(node)
+        loc = ctx.locations.of(node)
         ctx.node, ctx.loc, ctx._args = node, loc, None
         loc.__enter__()
 
@@ -285,20 +285,51 @@ class _Lowering:
             ctx.node, ctx.loc, ctx._args = self.saved
 
 
-def node_location(node: fx.Node) -> Location:
-    """The user's source line of a node as a Core AI debug location (or unknown).
+class SourceLocations:
+    """The user's source line of each node as a Core AI debug location (or unknown).
 
-    Core AI's rewrite passes accept only its own debug-info locations, so the
-    line goes through the authoring facade rather than ``Location.file``.
+    Core AI's rewrite passes accept only its own debug-info locations: a file
+    position in a compile unit, the form ``coreai.authoring.DebugInfo`` builds.
+    They are built here from the dialect's attributes, with the compile unit of
+    each file made once: through ``DebugInfo`` each location cost about 50 µs,
+    a tenth of converting a small transformer. Locations are kept per stack
+    trace, which the nodes of every layer of a model share.
     """
-    where = source_line(node)
-    if where is None:
-        return Location.unknown()
-    debug = DebugInfo.file(where.file, where.line).with_scope(
-        CompileUnitScope(file=FileInfo(where.file))
+
+    def __init__(self) -> None:
+        self._by_trace: dict[str, Location] = {}
+        self._units: dict[str, Attribute] = {}
+
+    def of(self, node: fx.Node) -> Location:
+        trace = node.meta.get("stack_trace") or ""
+        loc = self._by_trace.get(trace)
+        if loc is None:
+            loc = self._by_trace[trace] = self._location(node)
+        return loc
+
+    def _location(self, node: fx.Node) -> Location:
+        where = source_line(node)
+        if where is None:
+            return Location.unknown()
+        unit = self._units.get(where.file)
+        if unit is None:
+            unit = self._units[where.file] = _compile_unit(where.file)
+        return debuginfo.location_attr(src=Location.file(where.file, where.line, 0), scope=unit)
+
+
+def _compile_unit(file: str) -> Attribute:
+    """The compile unit ``DebugInfo.with_scope(CompileUnitScope(...))`` gives ``file``."""
+    scope = CompileUnitScope(file=FileInfo(file))  # its defaults: language, producer
+    return debuginfo.compile_unit_attr(
+        scope.source_language,
+        debuginfo.file_attr(
+            scope.file.filename, directory=scope.file.directory, sha256_sum=scope.file.sha256_sum
+        ),
+        producer=scope.producer,
+        optimized=scope.optimized,
+        flags=scope.flags,
+        all_files=[],
     )
-    with debug.activate():
-        return Location.current
 
 
 def _round_toward_zero(x: Value) -> Value:

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 LoweringResult = Value | Sequence[Value] | None
 Lowering = Callable[["LoweringContext", fx.Node], LoweringResult]
+# The nodes a lowering reads for a call node, where they are not its arguments.
+Reads = Callable[[fx.Node], list[fx.Node]]
 
 
 @dataclass(frozen=True)
@@ -40,13 +42,17 @@ class Registration:
     # Keep the op out of get_decomp_table() so that exported programs still
     # contain it and this lowering, rather than its decomposition, is used.
     keep_in_export: bool
+    # See register_lowering.
+    reads: Reads | None = None
 
 
 _REGISTRY: dict[Any, Registration] = {}
 
 
 def register_lowering(
-    *targets: OpOverload | Callable[..., Any], keep_in_export: bool = False
+    *targets: OpOverload | Callable[..., Any],
+    keep_in_export: bool = False,
+    reads: Reads | None = None,
 ) -> Callable[[Lowering], Lowering]:
     """Register the decorated function as the lowering of each of ``targets``.
 
@@ -55,6 +61,14 @@ def register_lowering(
     twice is a programming error and raises ``ValueError``.
     ``keep_in_export=True`` removes the op from :func:`get_decomp_table` so that
     this lowering sees it undecomposed.
+
+    ``reads(node)``, when given, lists the nodes the lowering reads for
+    ``node`` where that is not the node's own inputs: attention that reads
+    the key before its heads were repeated, for one. Nodes that only lead to
+    the inputs it skips are then not lowered at all. It applies where
+    ``LoweringContext.reads_apply`` is true (graphs without in-place ops or
+    vmap regions, whose nodes are lowered as they stand), and the lowering
+    must then read exactly the nodes it listed.
     """
     for target in targets:
         if isinstance(target, OpOverloadPacket):
@@ -67,24 +81,34 @@ def register_lowering(
         for target in targets:
             if target in _REGISTRY:
                 raise ValueError(f"a lowering for {target} is already registered")
-            _REGISTRY[target] = Registration(lowering, keep_in_export)
+            _REGISTRY[target] = Registration(lowering, keep_in_export, reads)
             _BY_ID.pop(id(target), None)
         return lowering
 
     return decorator
 
 
-def lookup(target: Any) -> Lowering | None:
+def _registration(target: Any) -> Registration | None:
     found = _BY_ID.get(id(target))
     if found is None or found[0] is not target:
-        registration = _REGISTRY.get(target)
-        found = _BY_ID[id(target)] = (target, registration.lowering if registration else None)
+        found = _BY_ID[id(target)] = (target, _REGISTRY.get(target))
     return found[1]
 
 
-# lookup's memo, keyed by id(): hashing an OpOverload runs Python code
+# _registration's memo, keyed by id(): hashing an OpOverload runs Python code
 # (mutation.mutates_input's memo says more).
-_BY_ID: dict[int, tuple[Any, Lowering | None]] = {}
+_BY_ID: dict[int, tuple[Any, Registration | None]] = {}
+
+
+def lookup(target: Any) -> Lowering | None:
+    registration = _registration(target)
+    return registration.lowering if registration is not None else None
+
+
+def reads_of(target: Any) -> Reads | None:
+    """The ``reads`` a target's built-in lowering was registered with, if any."""
+    registration = _registration(target)
+    return registration.reads if registration is not None else None
 
 
 def ops_kept_in_export() -> list[OpOverload]:

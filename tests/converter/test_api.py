@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import inspect
+
 import coreai.authoring  # must precede the dialect import below
 import numpy as np
 import pytest
 import torch
 from coreai._compiler.dialects import coreai
+from coreai._compiler.ir import Location
+from coreai.authoring import CompileUnitScope, DebugInfo, FileInfo
 from support.coreai_run import Lambda, run_program
 from torch import nn
 
@@ -165,6 +169,29 @@ def test_user_lowering_with_apple_signature() -> None:
     torch.testing.assert_close(out, x + 0.5 * y, rtol=1e-6, atol=1e-6)
 
 
+def test_user_lowering_of_attention_reads_the_repeated_key_heads() -> None:
+    # The built-in attention reads the key and value before transformers'
+    # repeat_kv and leaves the repeat out; a user's lowering of the op gets
+    # the repeated tensors it was called with.
+    def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        k, v = (t[:, :, None].expand(1, 2, 2, 5, 8).reshape(1, 4, 5, 8) for t in (k, v))
+        return nn.functional.scaled_dot_product_attention(q, k, v)
+
+    q, k, v = (torch.randn(1, heads, 5, 8) for heads in (4, 2, 2))
+    converter = TorchConverter().add_exported_program(
+        torch.export.export(Lambda(attention), (q, k, v))
+    )
+
+    @converter.register_torch_lowering("aten::scaled_dot_product_attention", allow_override=True)
+    def repeated_value(values_map, node, loc):
+        return values_map[node.args[2].name]
+
+    out = run_program(converter.to_coreai(), {"args_0": q, "args_1": k, "args_2": v})
+    torch.testing.assert_close(
+        next(iter(out.values())), v.repeat_interleave(2, dim=1), rtol=0, atol=0
+    )
+
+
 def test_builtin_lowering_needs_allow_override() -> None:
     converter = TorchConverter()
     with pytest.raises(ValueError, match="already registered"):
@@ -201,6 +228,30 @@ def test_unsupported_ops_are_listed_with_source_lines() -> None:
     assert "test_api.py" in message and "torch.ops.converter_api_test.mystery(a)" in message
     assert "register_torch_lowering" in message
     assert isinstance(info.value, ValueError)
+
+
+def test_ops_carry_the_users_source_lines() -> None:
+    class Model(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = torch.sin(x)
+            return torch.cos(y) * 2
+
+    program = TorchConverter().add_exported_program(torch.export.export(Model(), (torch.rand(3),)))
+    module = program.to_coreai()._module._mlir_module
+    source = inspect.getsourcelines(Model.forward)
+    sin_line = source[1] + 1
+    ops = {op.name: op for op in module.body.operations[0].regions[0].blocks[0].operations}
+    with module.context:
+        for name, line in (("coreai.sin", sin_line), ("coreai.cos", sin_line + 1)):
+            # What Core AI's authoring facade builds for that line (the rewrite
+            # passes then add an op id to each location).
+            expected = DebugInfo.file(__file__, line).with_scope(
+                CompileUnitScope(file=FileInfo(__file__))
+            )
+            with expected.activate():
+                spelled = str(Location.current)
+            assert spelled.startswith(f'#debuginfo.location<loc("{__file__}":{line}:0) in ')
+            assert str(ops[name].location).startswith(spelled[:-1] + " metadata = ")
 
 
 @pytest.mark.filterwarnings(_TORCH_DEEPCOPY_WARNING)

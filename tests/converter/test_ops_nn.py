@@ -45,6 +45,18 @@ def _permutation_rows(n: int, *leading: int, keep: int, seed: int = 0) -> torch.
 X3 = _randn(2, 5, 8)
 X4 = _randn(2, 4, 7, 6)
 
+
+def _repeat_kv(x: torch.Tensor, repeats: int) -> torch.Tensor:
+    """transformers' repeat_kv: each head ``repeats`` times in a row (heads at dim -3)."""
+    *lead, heads, length, size = x.shape
+    expanded = x.unsqueeze(-3).expand(*lead, heads, repeats, length, size)
+    return expanded.reshape(*lead, heads * repeats, length, size)
+
+
+# Query, key and value with 4 (6) query heads for 2 key/value heads.
+_QKV_GROUPED_2 = [_randn(2, 4, 5, 8), _randn(2, 2, 6, 8, seed=1), _randn(2, 2, 6, 8, seed=2)]
+_QKV_GROUPED_3 = [_randn(2, 6, 5, 8), _randn(2, 2, 6, 8, seed=1), _randn(2, 2, 6, 8, seed=2)]
+
 # name -> (function, inputs, tolerance)
 CASES: dict[str, tuple[Callable, list[torch.Tensor], dict]] = {
     # linalg
@@ -313,6 +325,39 @@ CASES: dict[str, tuple[Callable, list[torch.Tensor], dict]] = {
         [_randn(2, 4, 5, 8), _randn(2, 2, 5, 8, seed=1), _randn(2, 2, 5, 8, seed=2)],
         FP32,
     ),
+    "sdpa_gqa_mask_per_head": (
+        lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, enable_gqa=True),
+        [*_QKV_GROUPED_2, _randn(2, 4, 5, 6, seed=3) > -0.8],
+        FP32,
+    ),
+    "sdpa_gqa_mask_per_batch": (
+        lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, enable_gqa=True),
+        [*_QKV_GROUPED_3, _randn(2, 1, 5, 6, seed=3)],
+        FP32,
+    ),
+    # transformers' repeat_kv before attention: read as grouped-query attention.
+    "sdpa_repeat_kv_mask_per_head": (
+        lambda q, k, v, m: F.scaled_dot_product_attention(
+            q, _repeat_kv(k, 3), _repeat_kv(v, 3), attn_mask=m
+        ),
+        [*_QKV_GROUPED_3, _randn(2, 6, 5, 6, seed=3)],
+        FP32,
+    ),
+    "sdpa_repeat_kv_causal_3d": (
+        lambda q, k, v: F.scaled_dot_product_attention(
+            q, _repeat_kv(k, 2), _repeat_kv(v, 2), is_causal=True
+        ),
+        [_randn(4, 5, 8), _randn(2, 5, 8, seed=1), _randn(2, 5, 8, seed=2)],
+        FP32,
+    ),
+    "sdpa_repeat_kv_also_returned": (
+        lambda q, k, v: (
+            F.scaled_dot_product_attention(q, _repeat_kv(k, 2), _repeat_kv(v, 2)),
+            _repeat_kv(k, 2),
+        ),
+        [_randn(1, 4, 5, 8), _randn(1, 2, 5, 8, seed=1), _randn(1, 2, 5, 8, seed=2)],
+        FP32,
+    ),
     "sdpa_3d": (
         F.scaled_dot_product_attention,
         [_randn(3, 4, 8), _randn(3, 6, 8, seed=1), _randn(3, 6, 8, seed=2)],
@@ -475,6 +520,17 @@ DYNAMIC_CASES: dict[str, tuple[Callable, list[torch.Tensor], tuple, list[list[to
         ({2: SEQ}, {2: SEQ}, {2: SEQ}),
         [[_randn(1, 2, n, 8, seed=n + s) for s in range(3)] for n in (2, 6, 17)],
     ),
+    "sdpa_repeat_kv_seq": (
+        lambda q, k, v: F.scaled_dot_product_attention(
+            q, _repeat_kv(k, 2), _repeat_kv(v, 2), is_causal=True
+        ),
+        [_randn(1, 4, 5, 8), _randn(1, 2, 5, 8, seed=1), _randn(1, 2, 5, 8, seed=2)],
+        ({2: SEQ}, {2: SEQ}, {2: SEQ}),
+        [
+            [_randn(1, 4, n, 8, seed=n), *(_randn(1, 2, n, 8, seed=n + s) for s in (1, 2))]
+            for n in (2, 6, 17)
+        ],
+    ),
     "embedding_seq": (
         lambda w, i: F.embedding(i, w),
         [_randn(10, 4), _randint(10, 1, 5)],
@@ -530,6 +586,21 @@ def test_nn_op_dynamic(name: str) -> None:
         got = run_program(program, dict(zip(input_names, run_args, strict=True)))
         want = function(*run_args)
         torch.testing.assert_close(got[output_names[0]], want, **FP32)
+
+
+def test_repeated_key_value_heads_are_not_built() -> None:
+    # repeat_kv's copies are never made: each key and value head is broadcast
+    # over its group of query heads inside the attention.
+    inputs = [_randn(1, 4, 5, 8), _randn(1, 2, 5, 8, seed=1), _randn(1, 2, 5, 8, seed=2)]
+
+    def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, _repeat_kv(k, 2), _repeat_kv(v, 2))
+
+    program, _, _ = convert(Lambda(attention), inputs)
+    ir = str(program)
+    assert "broadcast_to" not in ir and "broadcast_in_dims" not in ir, ir
+    # The key, transposed, with one head per group of two query heads.
+    assert "tensor<1x2x1x8x5xf32>" in ir, ir
 
 
 # -- what is refused, and how ------------------------------------------------------

@@ -19,9 +19,10 @@ import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Value
 
+from ..arguments import bind
 from ..lowering_context import LoweringContext
 from ..registry import register_lowering
-from ._layout import broadcast, i32, rank, reshape, swap_last_two, unsqueeze
+from ._layout import i32, rank, reshape, swap_last_two, unsqueeze
 from .linalg import matmul
 
 aten = torch.ops.aten
@@ -29,17 +30,108 @@ aten = torch.ops.aten
 _REDUCED_FLOATS = (torch.float16, torch.bfloat16)
 
 
-def _repeat_heads(ctx: LoweringContext, kv: Value, fake: Any, repeats: int) -> Value:
-    """Grouped-query attention: key/value head h serves query heads h*r .. h*r+r-1."""
-    if repeats == 1:
-        return kv
+# Views that merge the repeated axis into the heads axis (repeat_kv's last step).
+_MERGES = (aten.reshape.default, aten.view.default, aten._unsafe_view.default)
+
+
+def _same_size(a: Any, b: Any) -> bool:
+    """Sizes equal as ints, or as the same symbolic expression (no guard is added)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    if isinstance(a, torch.SymInt) and isinstance(b, torch.SymInt):
+        return a.node.expr == b.node.expr
+    return False
+
+
+def _repeated_heads(arg: Any) -> tuple[fx.Node, int] | None:
+    """``(x, r)`` when ``arg`` is ``x`` with each head repeated ``r`` times in a row.
+
+    That is transformers' ``repeat_kv`` for grouped-query attention:
+    ``x[:, :, None].expand(b, kv, r, s, d).reshape(b, kv * r, s, d)``, which
+    exports as unsqueeze, expand and reshape (or view) of ``x``.
+    """
+    if not (isinstance(arg, fx.Node) and arg.op == "call_function" and arg.target in _MERGES):
+        return None
+    expand = arg.args[0]
+    if not (isinstance(expand, fx.Node) and expand.target == aten.expand.default):
+        return None
+    unsqueezed = expand.args[0]
+    if not (isinstance(unsqueezed, fx.Node) and unsqueezed.target == aten.unsqueeze.default):
+        return None
+    source = unsqueezed.args[0]
+    fakes = [n.meta.get("val") for n in (source, expand, arg)]
+    if not isinstance(source, fx.Node) or not all(isinstance(f, torch.Tensor) for f in fakes):
+        return None
+    x, expanded, merged = (list(f.shape) for f in fakes)
+    head = len(x) - 3
+    if head < 0 or len(merged) != len(x) or len(expanded) != len(x) + 1:
+        return None
+    if unsqueezed.args[1] not in (head + 1, head + 1 - len(expanded)):
+        return None
+    repeats, heads = expanded[head + 1], x[head]
+    if not (isinstance(repeats, int) and isinstance(heads, int) and repeats > 1):
+        return None
+    same = [_same_size(a, b) for a, b in zip(expanded, [*x[: head + 1], repeats, *x[head + 1 :]])]
+    kept = [_same_size(a, b) for i, (a, b) in enumerate(zip(merged, x)) if i != head]
+    if not (all(same) and all(kept) and merged[head] == heads * repeats):
+        return None
+    return source, repeats
+
+
+def _grouped_kv(node: fx.Node) -> tuple[fx.Node, fx.Node, int] | None:
+    """``(key, value, r)`` when attention can read the key and value before ``repeat_kv``.
+
+    Then the heads are attended in groups of ``r`` query heads per key head,
+    and the repeated copies are never built. Both must repeat their heads the
+    same way, be read only as the key and value, and the mask's heads axis (if
+    any) must be a static 1 or the number of query heads.
+    """
+    bound = bind(node.target, node.args, node.kwargs)
+    key, value, query, mask = bound["key"], bound["value"], bound["query"], bound.get("attn_mask")
+    if key in (query, mask) or value in (query, mask):
+        return None
+    key_source, value_source = _repeated_heads(key), _repeated_heads(value)
+    if key_source is None or value_source is None or key_source[1] != value_source[1]:
+        return None
+    if isinstance(mask, fx.Node):
+        mask_fake, query_fake = mask.meta.get("val"), query.meta.get("val")
+        if not isinstance(mask_fake, torch.Tensor) or not isinstance(query_fake, torch.Tensor):
+            return None
+        if mask_fake.dim() >= 3 and mask_fake.shape[-3] not in (1, query_fake.shape[-3]):
+            return None
+    return key_source[0], value_source[0], key_source[1]
+
+
+def _attention_reads(node: fx.Node) -> list[fx.Node]:
+    grouped = _grouped_kv(node)
+    if grouped is None:
+        return node.all_input_nodes
+    bound = bind(node.target, node.args, node.kwargs)
+    skipped = (bound["key"], bound["value"])
+    return [n for n in node.all_input_nodes if n not in skipped] + list(grouped[:2])
+
+
+def _regroup(ctx: LoweringContext, x: Value, sizes: list[Any]) -> Value:
+    """``x`` reshaped to ``sizes``, one symbolic size of which may be left implied."""
+    symbolic = [i for i, size in enumerate(sizes) if not isinstance(size, int)]
+    if len(symbolic) == 1 and 0 not in sizes:
+        sizes = [-1 if i == symbolic[0] else size for i, size in enumerate(sizes)]
+    return reshape(ctx, x, sizes)
+
+
+def _group_mask(ctx: LoweringContext, mask: Value, fake: Any, kv_heads: int, groups: int) -> Value:
+    """A mask over ``[..., heads, L, S]`` laid out over ``[..., kv_heads, groups, L, S]``."""
     sizes = list(fake.shape)
-    head_axis = len(sizes) - 3
-    widened = unsqueeze(kv, head_axis + 1)
-    target = [*sizes[: head_axis + 1], repeats, *sizes[head_axis + 1 :]]
-    widened = broadcast(ctx, widened, target)
-    merged = [*sizes[:head_axis], sizes[head_axis] * repeats, *sizes[head_axis + 1 :]]
-    return reshape(ctx, widened, merged)
+    if len(sizes) < 3:
+        return mask  # [L, S] or [S]: broadcasts over the heads as it is
+    head = len(sizes) - 3
+    if sizes[head] == 1:
+        if all(size == 1 for size in sizes[:head] if isinstance(size, int)) and all(
+            isinstance(size, int) for size in sizes[:head]
+        ):
+            return mask  # [1, ..., 1, L, S] broadcasts over [kv_heads, groups] as it is
+        return unsqueeze(mask, head)
+    return _regroup(ctx, mask, [*sizes[:head], kv_heads, groups, *sizes[head + 1 :]])
 
 
 def _causal_mask(ctx: LoweringContext, q_len: Any, kv_len: Any) -> Value:
@@ -73,7 +165,9 @@ def _may_close_a_row(ctx: LoweringContext, mask_arg: Any) -> bool:
     return closes
 
 
-@register_lowering(aten.scaled_dot_product_attention.default, keep_in_export=True)
+@register_lowering(
+    aten.scaled_dot_product_attention.default, keep_in_export=True, reads=_attention_reads
+)
 def lower_sdpa(ctx: LoweringContext, node: fx.Node) -> Value:
     q_arg, k_arg, v_arg = ctx.arg("query"), ctx.arg("key"), ctx.arg("value")
     mask_arg = ctx.arg("attn_mask")
@@ -93,16 +187,28 @@ def lower_sdpa(ctx: LoweringContext, node: fx.Node) -> Value:
             raise NotImplementedError(f"{node.name}: attention with a symbolic head size")
         scale = 1.0 / math.sqrt(head_dim)
 
-    q = ctx.value(q_arg, compute)
-    k = ctx.value(k_arg, compute)
-    v = ctx.value(v_arg, compute)
-    if enable_gqa and rank(q) >= 3:
+    # Grouped-query attention: each key/value head serves ``groups`` query
+    # heads in a row. The query heads are split into [kv_heads, groups] and the
+    # key and value broadcast over the groups, rather than repeated.
+    groups = 1
+    grouped = _grouped_kv(node) if ctx.reads_apply else None
+    if grouped is not None:
+        k_arg, v_arg, groups = grouped
+        k_fake = ctx.fake(k_arg)
+    elif enable_gqa and q_fake.dim() >= 3:
         q_heads, kv_heads = q_fake.shape[-3], k_fake.shape[-3]
         if not isinstance(q_heads, int) or not isinstance(kv_heads, int):
             raise NotImplementedError(f"{node.name}: grouped-query attention with symbolic heads")
-        repeats = q_heads // kv_heads
-        k = _repeat_heads(ctx, k, k_fake, repeats)
-        v = _repeat_heads(ctx, v, ctx.fake(v_arg), repeats)
+        groups = q_heads // kv_heads
+    q = ctx.value(q_arg, compute)
+    k = ctx.value(k_arg, compute)
+    v = ctx.value(v_arg, compute)
+    if groups > 1:
+        q_sizes = list(q_fake.shape)
+        head = len(q_sizes) - 3
+        kv_heads = q_sizes[head] // groups
+        q = _regroup(ctx, q, [*q_sizes[:head], kv_heads, groups, *q_sizes[head + 1 :]])
+        k, v = unsqueeze(k, head + 1), unsqueeze(v, head + 1)
 
     scores = matmul(coreai.broadcasting_mul(q, ctx.constant(scale, compute)), swap_last_two(k))
     masked = mask_arg is not None
@@ -110,11 +216,14 @@ def lower_sdpa(ctx: LoweringContext, node: fx.Node) -> Value:
         allowed = _causal_mask(ctx, q_fake.shape[-2], k_fake.shape[-2])
         scores = coreai.broadcasting_where(allowed, scores, ctx.constant(-math.inf, compute))
     if mask_arg is not None:
-        if ctx.dtype(mask_arg) == torch.bool:
-            allowed = ctx.value(mask_arg)
-            scores = coreai.broadcasting_where(allowed, scores, ctx.constant(-math.inf, compute))
+        is_bool = ctx.dtype(mask_arg) == torch.bool
+        mask = ctx.value(mask_arg, None if is_bool else compute)
+        if groups > 1:
+            mask = _group_mask(ctx, mask, ctx.fake(mask_arg), kv_heads, groups)
+        if is_bool:
+            scores = coreai.broadcasting_where(mask, scores, ctx.constant(-math.inf, compute))
         else:
-            scores = coreai.broadcasting_add(scores, ctx.value(mask_arg, compute))
+            scores = coreai.broadcasting_add(scores, mask)
     last = rank(scores) - 1
     weights = coreai.softmax(scores, i32(last))
     if masked and _may_close_a_row(ctx, mask_arg):
@@ -123,4 +232,7 @@ def lower_sdpa(ctx: LoweringContext, node: fx.Node) -> Value:
         row_max = coreai.reduce_max(scores, i32([last]))
         live = coreai.broadcasting_greater(row_max, ctx.constant(-math.inf, compute))
         weights = coreai.broadcasting_where(live, weights, ctx.constant(0.0, compute))
-    return ctx.cast(matmul(weights, v), dtype)
+    attended = matmul(weights, v)
+    if groups > 1:
+        attended = _regroup(ctx, attended, list(ctx.fake().shape))
+    return ctx.cast(attended, dtype)
