@@ -9,8 +9,11 @@ from typing import Any
 import coreai.authoring
 import torch
 import torch.fx as fx
+from coreai._compiler._mlir_libs._coreaiIR._bindings.compiler import (
+    run_pre_compilation_rewrite,
+)
 from coreai._compiler.dialects import coreai
-from coreai._compiler.ir import Location
+from coreai._compiler.ir import InsertionPoint, Location
 from coreai.authoring import AIProgram, Context, Module
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
@@ -262,18 +265,24 @@ class TorchConverter:
         )
         for entry in entries:
             lowerer.check(entry.program.graph_module)
-        with self._context:
-            with Location.unknown():
-                # A module made under a location takes it, instead of walking
-                # the stack for the caller's line (a line of this file).
-                module = Module.create()
+        # Ops built outside a node's lowering (the graph op, the input sizes'
+        # computations) have no line of the user's: their location is unknown.
+        # Under a location, Module.create takes it rather than walking the
+        # stack for its caller's line, a line of this file.
+        with self._context, Location.unknown():
+            module = Module.create()
             constants.forget()
             try:
-                with module:
+                # What `with module:` does (coreai-core 1.0.0b3), less its stack
+                # walk for a location this code never uses: a few percent of
+                # converting a small transformer. The rewrite runs only when
+                # every entry point was built.
+                with InsertionPoint(module._mlir_module.body):
                     for entry in entries:
                         _emit_entry(entry, lowerer)
             finally:
                 constants.forget()
+            run_pre_compilation_rewrite(module=module._mlir_module)
             module.verify()
         return AIProgram(module)
 

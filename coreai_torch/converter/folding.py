@@ -171,21 +171,31 @@ def _evaluate(node: fx.Node, known: dict[fx.Node, torch.Tensor]) -> torch.Tensor
 
 def _concrete(value: Any, known: dict[fx.Node, torch.Tensor]) -> Any:
     """``value`` with nodes replaced by their tensors; ``None`` if it holds a symbol."""
-    if isinstance(value, fx.Node):
+    if type(value) is fx.Node:
         return known[value]
-    if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
-        return None
-    if isinstance(value, list | tuple):
-        items = [_concrete(v, known) for v in value]
-        if any(i is None and v is not None for i, v in zip(items, value, strict=True)):
-            return None
+    if isinstance(value, _SEQUENCES):  # immutable_list too
+        items = []
+        for v in value:
+            item = _concrete(v, known)
+            if item is None and v is not None:
+                return None
+            items.append(item)
         return tuple(items) if isinstance(value, tuple) else items
     if isinstance(value, dict):
-        items = {k: _concrete(v, known) for k, v in value.items()}
-        if any(items[k] is None and v is not None for k, v in value.items()):
-            return None
-        return items
+        mapping = {}
+        for k, v in value.items():
+            item = _concrete(v, known)
+            if item is None and v is not None:
+                return None
+            mapping[k] = item
+        return mapping
+    if isinstance(value, _SYMBOLIC):
+        return None
     return value
+
+
+_SEQUENCES = (list, tuple)
+_SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
 class ConstantPool:

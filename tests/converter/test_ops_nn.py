@@ -343,6 +343,15 @@ CASES: dict[str, tuple[Callable, list[torch.Tensor], dict]] = {
         [*_QKV_GROUPED_3, _randn(2, 6, 5, 6, seed=3)],
         FP32,
     ),
+    # A mask computed from constants (known when converting), with a first
+    # row that attends to nothing.
+    "sdpa_repeat_kv_known_mask": (
+        lambda q, k, v: F.scaled_dot_product_attention(
+            q, _repeat_kv(k, 3), _repeat_kv(v, 3), attn_mask=torch.ones(5, 6).tril(-1) > 0
+        ),
+        _QKV_GROUPED_3,
+        FP32,
+    ),
     "sdpa_repeat_kv_causal_3d": (
         lambda q, k, v: F.scaled_dot_product_attention(
             q, _repeat_kv(k, 2), _repeat_kv(v, 2), is_causal=True
@@ -599,8 +608,9 @@ def test_repeated_key_value_heads_are_not_built() -> None:
     program, _, _ = convert(Lambda(attention), inputs)
     ir = str(program)
     assert "broadcast_to" not in ir and "broadcast_in_dims" not in ir, ir
-    # The key, transposed, with one head per group of two query heads.
-    assert "tensor<1x2x1x8x5xf32>" in ir, ir
+    # The two query heads of each key head as the rows of one matrix, against
+    # the key itself, transposed.
+    assert "tensor<1x2x10x8xf32>" in ir and "tensor<1x2x8x5xf32>" in ir, ir
 
 
 # -- what is refused, and how ------------------------------------------------------

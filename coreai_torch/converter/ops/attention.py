@@ -29,6 +29,10 @@ aten = torch.ops.aten
 
 _REDUCED_FLOATS = (torch.float16, torch.bfloat16)
 
+# The most elements a known mask laid out for grouped heads may have (the
+# largest value folding.py computes in PyTorch).
+_LARGEST_MASK = 1 << 16
+
 
 # Views that merge the repeated axis into the heads axis (repeat_kv's last step).
 _MERGES = (aten.reshape.default, aten.view.default, aten._unsafe_view.default)
@@ -134,10 +138,70 @@ def _group_mask(ctx: LoweringContext, mask: Value, fake: Any, kv_heads: int, gro
     return _regroup(ctx, mask, [*sizes[:head], kv_heads, groups, *sizes[head + 1 :]])
 
 
-def _causal_mask(ctx: LoweringContext, q_len: Any, kv_len: Any) -> Value:
-    """Boolean [L, S] mask, true where query i may attend to key j (j <= i)."""
+def _rows_layout(
+    ctx: LoweringContext, q_fake: Any, k_fake: Any, mask_arg: Any, is_causal: bool, groups: int
+) -> bool:
+    """Whether the queries of a group can be rows of one matrix: [kv_heads, groups * L, E].
+
+    Then attention is a plain batched matmul over [..., kv_heads] and needs
+    no broadcasting over a groups axis, provided the masks take that layout
+    too: a causal mask or a known mask of static sizes (at most
+    ``_LARGEST_MASK`` elements once laid out), or a mask with one row per
+    query of every head, reshaped.
+    """
+    q_len, kv_len, heads = q_fake.shape[-2], k_fake.shape[-2], q_fake.shape[-3]
+    static = isinstance(q_len, int) and isinstance(kv_len, int)
+    if is_causal and not static:
+        return False
+    if mask_arg is None:
+        return True
+    fake = ctx.fake(mask_arg)
+    if ctx.known(mask_arg) is not None:
+        lead = list(fake.shape[:-3])
+        return (
+            static
+            and all(isinstance(s, int) for s in lead)
+            and (math.prod(lead) * heads * q_len * kv_len <= _LARGEST_MASK)
+        )
+    sizes = list(fake.shape)
+    return len(sizes) >= 3 and sizes[-3] == heads and _same_size(sizes[-2], q_len)
+
+
+def _rows_mask(
+    ctx: LoweringContext, mask_arg: Any, dtype: torch.dtype, heads: tuple[int, int], lengths: Any
+) -> Value:
+    """The mask laid out as [..., kv_heads, groups * L, S] (see ``_rows_layout``).
+
+    ``heads`` is ``(kv_heads, groups)``, ``lengths`` the queries' and keys' ``(L, S)``.
+    """
+    kv_heads, groups = heads
+    known = ctx.known(mask_arg)
+    if known is None:
+        sizes = list(ctx.fake(mask_arg).shape)
+        head = len(sizes) - 3
+        rows = [*sizes[:head], kv_heads, groups * sizes[head + 1], sizes[-1]]
+        return _regroup(ctx, ctx.value(mask_arg, dtype), rows)
+    # Each layer reads the same mask: laid out once per graph.
+    key = ("attention mask as rows of groups", mask_arg, groups)
+    found = ctx.facts.get(key)
+    if found is None:
+        mask = known.reshape((1,) * max(3 - known.dim(), 0) + tuple(known.shape))
+        lead = list(mask.shape[:-3])
+        q_len, kv_len = lengths
+        mask = mask.expand(*lead, kv_heads * groups, q_len, kv_len)
+        found = ctx.facts[key] = ctx.constant(mask.reshape(*lead, kv_heads, -1, kv_len), dtype)
+    return found
+
+
+def _causal_mask(ctx: LoweringContext, q_len: Any, kv_len: Any, groups: int = 1) -> Value:
+    """Boolean [L, S] mask, true where query i may attend to key j (j <= i).
+
+    With ``groups``, [groups * L, S]: the mask of each query head of a group,
+    one after the other (static sizes only).
+    """
     if isinstance(q_len, int) and isinstance(kv_len, int):
-        return coreai.constant(np.tril(np.ones((q_len, kv_len), dtype=np.bool_)))
+        allowed = np.tril(np.ones((q_len, kv_len), dtype=np.bool_))
+        return coreai.constant(np.tile(allowed, (groups, 1)))
     rows = coreai.range_(np.int32(0), ctx.scalar(q_len), np.int32(1))
     cols = coreai.range_(np.int32(0), ctx.scalar(kv_len), np.int32(1))
     later = coreai.broadcasting_greater(unsqueeze(cols, 0), unsqueeze(rows, 1))
@@ -203,22 +267,34 @@ def lower_sdpa(ctx: LoweringContext, node: fx.Node) -> Value:
     q = ctx.value(q_arg, compute)
     k = ctx.value(k_arg, compute)
     v = ctx.value(v_arg, compute)
+    # The queries of a group as rows of one matrix when the masks allow it
+    # (one batched matmul per key head), else along a groups axis that the
+    # key and value are broadcast over.
+    rows = groups > 1 and _rows_layout(ctx, q_fake, k_fake, mask_arg, is_causal, groups)
     if groups > 1:
         q_sizes = list(q_fake.shape)
         head = len(q_sizes) - 3
         kv_heads = q_sizes[head] // groups
-        q = _regroup(ctx, q, [*q_sizes[:head], kv_heads, groups, *q_sizes[head + 1 :]])
-        k, v = unsqueeze(k, head + 1), unsqueeze(v, head + 1)
+        if rows:
+            q = _regroup(ctx, q, [*q_sizes[:head], kv_heads, groups * q_sizes[-2], q_sizes[-1]])
+        else:
+            q = _regroup(ctx, q, [*q_sizes[:head], kv_heads, groups, *q_sizes[head + 1 :]])
+            k, v = unsqueeze(k, head + 1), unsqueeze(v, head + 1)
 
     scores = matmul(coreai.broadcasting_mul(q, ctx.constant(scale, compute)), swap_last_two(k))
     masked = mask_arg is not None
     if is_causal:
-        allowed = _causal_mask(ctx, q_fake.shape[-2], k_fake.shape[-2])
+        allowed = _causal_mask(ctx, q_fake.shape[-2], k_fake.shape[-2], groups if rows else 1)
         scores = coreai.broadcasting_where(allowed, scores, ctx.constant(-math.inf, compute))
     if mask_arg is not None:
         is_bool = ctx.dtype(mask_arg) == torch.bool
-        mask = ctx.value(mask_arg, None if is_bool else compute)
-        if groups > 1:
+        if rows:
+            mask_dtype = torch.bool if is_bool else compute
+            lengths = (q_fake.shape[-2], k_fake.shape[-2])
+            mask = _rows_mask(ctx, mask_arg, mask_dtype, (kv_heads, groups), lengths)
+        else:
+            mask = ctx.value(mask_arg, None if is_bool else compute)
+        if groups > 1 and not rows:
             mask = _group_mask(ctx, mask, ctx.fake(mask_arg), kv_heads, groups)
         if is_bool:
             scores = coreai.broadcasting_where(mask, scores, ctx.constant(-math.inf, compute))
