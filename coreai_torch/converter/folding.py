@@ -137,12 +137,10 @@ def _foldable(
     if not _foldable_target(node.target) or has_user_lowering(node.target):
         return False
     fake = node.meta.get("val")
-    if (
-        not isinstance(fake, torch.Tensor)
-        or not all(type(size) is int for size in fake.shape)
-        or fake.numel() > LARGEST
-        or not dtypes.is_supported(fake.dtype)
-    ):
+    if not isinstance(fake, torch.Tensor):
+        return False
+    numel = fake.numel()  # a SymInt when a size is symbolic
+    if type(numel) is not int or numel > LARGEST or not dtypes.is_supported(fake.dtype):
         return False
     return not (
         written and (storage(node) in written or any(storage(n) in written for n in inputs))

@@ -98,11 +98,10 @@ class GraphLowerer:
 
     def _reads(self, node: fx.Node) -> list[fx.Node]:
         """The nodes lowering ``node`` reads (see ``register_lowering``'s ``reads``)."""
-        if node.op == "call_function" and user_lowering(self.user_lowerings, node.target) is None:
-            reads = reads_of(node.target)
-            if reads is not None:
-                return reads(node)
-        return node.all_input_nodes
+        reads = reads_of(node.target) if node.op == "call_function" else None
+        if reads is None or user_lowering(self.user_lowerings, node.target) is not None:
+            return node.all_input_nodes
+        return reads(node)
 
     # -- checks before any IR is built ---------------------------------------
 
