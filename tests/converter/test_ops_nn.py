@@ -352,6 +352,14 @@ CASES: dict[str, tuple[Callable, list[torch.Tensor], dict]] = {
         _QKV_GROUPED_3,
         FP32,
     ),
+    # Repeated by the model, and again by enable_gqa: six query heads per key head.
+    "sdpa_repeat_kv_and_enable_gqa": (
+        lambda q, k, v: F.scaled_dot_product_attention(
+            q, _repeat_kv(k, 3), _repeat_kv(v, 3), is_causal=True, enable_gqa=True
+        ),
+        [_randn(1, 12, 5, 8), _randn(1, 2, 5, 8, seed=1), _randn(1, 2, 5, 8, seed=2)],
+        FP32,
+    ),
     "sdpa_repeat_kv_causal_3d": (
         lambda q, k, v: F.scaled_dot_product_attention(
             q, _repeat_kv(k, 2), _repeat_kv(v, 2), is_causal=True

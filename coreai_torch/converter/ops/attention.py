@@ -83,12 +83,13 @@ def _repeated_heads(arg: Any) -> tuple[fx.Node, int] | None:
 
 
 def _grouped_kv(node: fx.Node) -> tuple[fx.Node, fx.Node, int] | None:
-    """``(key, value, r)`` when attention can read the key and value before ``repeat_kv``.
+    """``(key, value, g)`` when attention can read the key and value before ``repeat_kv``.
 
-    Then the heads are attended in groups of ``r`` query heads per key head,
-    and the repeated copies are never built. Both must repeat their heads the
-    same way, be read only as the key and value, and the mask's heads axis (if
-    any) must be a static 1 or the number of query heads.
+    Then each key head is attended with ``g`` query heads in a row (``g`` is
+    the repeat, times ``enable_gqa``'s own), and the repeated copies are never
+    built. Key and value must repeat their heads the same way, be read only as
+    the key and value, and the heads of the query and the mask (if it has a
+    heads axis) must be static: a multiple of the key's, and 1 or the query's.
     """
     bound = bind(node.target, node.args, node.kwargs)
     key, value, query, mask = bound["key"], bound["value"], bound["query"], bound.get("attn_mask")
@@ -97,13 +98,21 @@ def _grouped_kv(node: fx.Node) -> tuple[fx.Node, fx.Node, int] | None:
     key_source, value_source = _repeated_heads(key), _repeated_heads(value)
     if key_source is None or value_source is None or key_source[1] != value_source[1]:
         return None
+    query_fake = query.meta.get("val") if isinstance(query, fx.Node) else None
+    if not isinstance(query_fake, torch.Tensor) or query_fake.dim() < 3:
+        return None
+    q_heads, kv_heads = query_fake.shape[-3], key_source[0].meta["val"].shape[-3]
+    if not isinstance(q_heads, int) or q_heads % kv_heads:
+        return None
     if isinstance(mask, fx.Node):
-        mask_fake, query_fake = mask.meta.get("val"), query.meta.get("val")
-        if not isinstance(mask_fake, torch.Tensor) or not isinstance(query_fake, torch.Tensor):
+        mask_fake = mask.meta.get("val")
+        if not isinstance(mask_fake, torch.Tensor):
             return None
-        if mask_fake.dim() >= 3 and mask_fake.shape[-3] not in (1, query_fake.shape[-3]):
+        if mask_fake.dim() >= 3 and not (
+            isinstance(mask_fake.shape[-3], int) and mask_fake.shape[-3] in (1, q_heads)
+        ):
             return None
-    return key_source[0], value_source[0], key_source[1]
+    return key_source[0], value_source[0], q_heads // kv_heads
 
 
 def _attention_reads(node: fx.Node) -> list[fx.Node]:
