@@ -363,7 +363,7 @@ def _emit_entry(entry: _Entry, lowerer: GraphLowerer) -> None:
         ctx.constants = {**lifted, **folded}
         pool = ConstantPool()
         for node, tensor in lifted.items():
-            if not _read_by_lowered(node, folded, live):
+            if not _read_by_lowered(node, folded, live, lowerer):
                 continue
             if _only_linear_weight(node, lowerer):
                 # ops/linalg.py stores it transposed: no transpose op per linear.
@@ -372,7 +372,7 @@ def _emit_entry(entry: _Entry, lowerer: GraphLowerer) -> None:
             with Location.unknown():
                 ctx.values[node.name] = pool.constant(tensor)
         for node, tensor in folded.items():
-            if _read_by_lowered(node, folded, live):
+            if _read_by_lowered(node, folded, live, lowerer):
                 earlier = ctx.folded.repeats.get(node)
                 if earlier is not None and earlier.name in ctx.values:
                     ctx.values[node.name] = ctx.values[earlier.name]
@@ -383,8 +383,14 @@ def _emit_entry(entry: _Entry, lowerer: GraphLowerer) -> None:
         graph.outputs_spec = list(zip(output_names, outputs, strict=True))
 
 
-def _read_by_lowered(node: fx.Node, folded: Any, live: set[fx.Node]) -> bool:
-    """Whether a lowered call (or the output) reads ``node``: it then needs a value."""
+def _read_by_lowered(node: fx.Node, folded: Any, live: set[fx.Node], lowerer: GraphLowerer) -> bool:
+    """Whether a lowered call (or the output) reads ``node``: it then needs a value.
+
+    A lowering registered with ``reads`` may read a node it is not a user of
+    (attention reading the key before ``repeat_kv``).
+    """
+    if node in lowerer.read_by_hooks:
+        return True
     return any(user in live and user not in folded for user in node.users)
 
 

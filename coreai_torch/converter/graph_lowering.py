@@ -88,6 +88,10 @@ class GraphLowerer:
         # Live nodes by graph, found by check() and used again by lower_nodes():
         # a lowerer converts one set of programs, which nothing changes meanwhile.
         self._live: dict[fx.Graph, set[fx.Node]] = {}
+        # The nodes lowerings registered with ``reads`` read (found with the
+        # live nodes): a parameter read this way needs a value though no user
+        # of it is lowered.
+        self.read_by_hooks: set[fx.Node] = set()
 
     def live(self, graph: fx.Graph) -> set[fx.Node]:
         found = self._live.get(graph)
@@ -101,7 +105,9 @@ class GraphLowerer:
         reads = reads_of(node.target) if node.op == "call_function" else None
         if reads is None or user_lowering(self.user_lowerings, node.target) is not None:
             return node.all_input_nodes
-        return reads(node)
+        found = reads(node)
+        self.read_by_hooks.update(found)
+        return found
 
     # -- checks before any IR is built ---------------------------------------
 

@@ -621,6 +621,24 @@ def test_repeated_key_value_heads_are_not_built() -> None:
     assert "tensor<1x2x10x8xf32>" in ir and "tensor<1x2x8x5xf32>" in ir, ir
 
 
+class _MemoryAttention(torch.nn.Module):
+    """Attention to a learned memory, repeated per group of query heads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.memory = torch.nn.Parameter(_randn(1, 2, 6, 8, seed=4))
+
+    def forward(self, q: torch.Tensor) -> torch.Tensor:
+        memory = _repeat_kv(self.memory, 2)
+        return F.scaled_dot_product_attention(q, memory, memory)
+
+
+def test_attention_to_repeated_parameter_heads() -> None:
+    # The parameter is read by the attention alone (its FX user, the repeat,
+    # is left out), so it must still become a constant.
+    assert_converted_matches(_MemoryAttention(), [_randn(1, 4, 5, 8)], **FP32)
+
+
 # -- what is refused, and how ------------------------------------------------------
 
 
