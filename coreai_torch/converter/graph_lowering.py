@@ -149,7 +149,6 @@ class GraphLowerer:
             ctx.functionalizer = Functionalizer(graph_module.graph)
         if Batching.needed(graph_module.graph):
             ctx.batching = Batching()
-        ctx.reads_apply = ctx.functionalizer is None and ctx.batching is None
         live = self.live(graph_module.graph)
         # Calls that repeat an earlier call with the same arguments reuse its
         # value (the same mask or position table built once per layer): unless

@@ -76,9 +76,15 @@ class LoweringContext:
         # and for graphs with vmap regions (see vmap.py).
         self.functionalizer: Functionalizer | None = None
         self.batching: Batching | None = None
-        # Whether lowerings registered with ``reads`` read what it lists
-        # (registry.register_lowering); set with the two above.
-        self.reads_apply = False
+
+    @property
+    def reads_apply(self) -> bool:
+        """Whether lowerings registered with ``reads`` read what it lists.
+
+        As ``graph_lowering.reads_apply`` says of this graph: no in-place ops,
+        no vmap regions (``lower_nodes`` sets up neither helper then).
+        """
+        return self.functionalizer is None and self.batching is None
 
     def lowering(self, node: fx.Node) -> _Lowering:
         """Make ``node`` the node being lowered; ops built meanwhile carry its location.
