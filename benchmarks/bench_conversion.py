@@ -13,6 +13,10 @@ Targets:
 - For a 4-layer tiny Llama: converting the raw export (preparation, lowering,
   Core AI's rewrite passes and verification included) takes at most 0.05 times
   as long as exporting the model.
+- For a stack of small linear layers: converting takes at most 1.5 times as
+  long per weight at 2000 weights as at 250. Per-weight work that grows with
+  the weights already converted (a resource name probed against every earlier
+  one, as MLIR does for a taken name) shows here first.
 
 Every time is the median of repetitions after a warm-up, and the two sides of
 a ratio are timed alternately (``measure_interleaved``), so that a burst of
@@ -42,6 +46,10 @@ LAYERS = 4
 SEQUENCE = 16
 # A few families of different kinds, for --smoke.
 SMOKE_FAMILIES = ("llama", "bert", "resnet", "lstm-bidirectional")
+SCALING_TARGET = 1.5
+# Weights of the small and the large linear stack (and with --smoke).
+WEIGHTS = (250, 2000)
+SMOKE_WEIGHTS = (50, 400)
 
 
 class _Logits(torch.nn.Module):
@@ -124,6 +132,34 @@ def llama_rows(smoke: bool) -> list[dict[str, Any]]:
     ]
 
 
+def _linear_stack(count: int) -> torch.export.ExportedProgram:
+    """The export of ``count`` bias-free 32x32 linears in a row: one 4 KiB weight each."""
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(32, 32, bias=False) for _ in range(count)]
+    return torch.export.export(torch.nn.Sequential(*layers).eval(), (torch.randn(2, 32),))
+
+
+def weight_rows(smoke: bool) -> list[dict[str, Any]]:
+    """Conversion time per weight of a large linear stack against a small one."""
+    small, large = SMOKE_WEIGHTS if smoke else WEIGHTS
+    programs = {count: _linear_stack(count) for count in (small, large)}
+    plan = Plan(warmup=1, reps=1 if smoke else 3, calls=1)
+    small_time, large_time = measure_interleaved(
+        [lambda: _convert(programs[small]), lambda: _convert(programs[large])], plan
+    )
+    per_small, per_large = small_time.median / small, large_time.median / large
+    return [
+        row(
+            "conversion.weights_scaling",
+            f"Convert {large} linears / {small} linears, time per weight, s",
+            per_large,
+            baseline=per_small,
+            target=f"<= {SCALING_TARGET:g}",
+            passed=per_large / per_small <= SCALING_TARGET,
+        )
+    ]
+
+
 def family_times(smoke: bool) -> list[tuple[str, float, float]]:
     """(family, raw conversion time, decomposed conversion time) for the zoo, in seconds."""
     from coreai_torch.converter.decomp import decompose
@@ -167,7 +203,7 @@ def zoo_rows(times: list[tuple[str, float, float]]) -> list[dict[str, Any]]:
 
 
 def run(smoke: bool) -> list[dict[str, Any]]:
-    return zoo_rows(family_times(smoke)) + llama_rows(smoke)
+    return zoo_rows(family_times(smoke)) + llama_rows(smoke) + weight_rows(smoke)
 
 
 def _cell(value: Any) -> str:
@@ -196,7 +232,7 @@ def main() -> None:
         print()
     print("| metric | ours | baseline | ratio | target | pass/fail |")
     print("|---|---|---|---|---|---|")
-    for r in zoo_rows(times) + llama_rows(args.smoke):
+    for r in zoo_rows(times) + llama_rows(args.smoke) + weight_rows(args.smoke):
         cells = [r["metric"], r["ours"], r["baseline"], r["ratio"], r["target"], r["pass"]]
         print("| " + " | ".join(_cell(c) for c in cells) + " |")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -67,6 +68,8 @@ class TorchConverter:
 
     def __init__(self) -> None:
         self._context = Context()
+        # Numbers the weight resources of the context (constants.begin).
+        self._resource_numbers = itertools.count()
         self._entries: list[_Entry] = []
         self._user_lowerings: dict[str, UserLowering] = {}
         self._kernels: dict[str, Any] = {}
@@ -271,7 +274,7 @@ class TorchConverter:
         # stack for its caller's line, a line of this file.
         with self._context, Location.unknown():
             module = Module.create()
-            constants.forget()
+            constants.begin(self._resource_numbers)
             try:
                 # What `with module:` does (coreai-core 1.0.0b3), less its stack
                 # walk for a location this code never uses: a few percent of

@@ -224,6 +224,25 @@ def test_a_weight_is_copied_when_converted() -> None:
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
 
 
+def test_each_weight_gets_a_name_its_context_has_not_given() -> None:
+    # MLIR makes a taken resource name unique by trying name_1, name_2, ... in
+    # turn, a probe that grows with the resources already made. The names the
+    # converter gives are free, so they reach the IR unchanged (a probed name
+    # would end in _1, _2, ...), across every conversion of the converter's context.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(32, 32, bias=False) for _ in range(3)]).eval()
+    # 3-D input: the rewrite passes keep the stored weights as they are (a 2-D
+    # input's matmul gets its weights reshaped into new resources).
+    x = torch.randn(1, 2, 32)
+    converter = TorchConverter().add_exported_program(torch.export.export(model, (x,)))
+    first, second = converter.to_coreai(), converter.to_coreai()
+    assert sorted(_resource_names(first)) == ["constant_0", "constant_1", "constant_2"]
+    assert sorted(_resource_names(second)) == ["constant_3", "constant_4", "constant_5"]
+    for program in (first, second):
+        got = run_program(program, {"input": x})
+        torch.testing.assert_close(next(iter(got.values())), model(x), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("value", [0.5, -0.0])
 def test_a_large_weight_of_one_value_stays_inline(value: float) -> None:
     model = torch.nn.Linear(64, 64, bias=False).eval()
