@@ -231,8 +231,6 @@ def test_each_weight_gets_a_name_its_context_has_not_given() -> None:
     # would end in _1, _2, ...), across every conversion of the converter's context.
     torch.manual_seed(0)
     model = torch.nn.Sequential(*[torch.nn.Linear(32, 32, bias=False) for _ in range(3)]).eval()
-    # 3-D input: the rewrite passes keep the stored weights as they are (a 2-D
-    # input's matmul gets its weights reshaped into new resources).
     x = torch.randn(1, 2, 32)
     converter = TorchConverter().add_exported_program(torch.export.export(model, (x,)))
     first, second = converter.to_coreai(), converter.to_coreai()
@@ -241,6 +239,21 @@ def test_each_weight_gets_a_name_its_context_has_not_given() -> None:
     for program in (first, second):
         got = run_program(program, {"input": x})
         torch.testing.assert_close(next(iter(got.values())), model(x), rtol=1e-5, atol=1e-5)
+
+
+def test_a_linear_of_a_2d_input_keeps_the_weight_it_stored() -> None:
+    # A 2-D input is multiplied as a batch of one. Had the weight been stored
+    # 2-D, Core AI's rewrite would fold its unsqueeze into a second copy, a
+    # resource named by the hash of its bytes, and leave the first unused.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(32, 48), torch.nn.ReLU(), torch.nn.Linear(48, 16, bias=False)
+    ).eval()
+    x = torch.randn(5, 32)
+    program = TorchConverter().add_exported_program(torch.export.export(model, (x,))).to_coreai()
+    assert sorted(_resource_names(program)) == ["constant_0", "constant_1"]
+    got = run_program(program, {"input": x})
+    torch.testing.assert_close(next(iter(got.values())), model(x), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("value", [0.5, -0.0])
