@@ -241,16 +241,24 @@ def test_each_weight_gets_a_name_its_context_has_not_given() -> None:
         torch.testing.assert_close(next(iter(got.values())), model(x), rtol=1e-5, atol=1e-5)
 
 
-def test_a_linear_of_a_2d_input_keeps_the_weight_it_stored() -> None:
-    # A 2-D input is multiplied as a batch of one. Had the weight been stored
-    # 2-D, Core AI's rewrite would fold its unsqueeze into a second copy, a
-    # resource named by the hash of its bytes, and leave the first unused.
+@pytest.mark.parametrize("decomposed", [False, True], ids=["linear", "core_aten_mm"])
+def test_a_2d_product_keeps_the_weight_it_stored(decomposed: bool) -> None:
+    # A 2-D product is built as a batch of one. Had the weight been
+    # unsqueezed into that batch, Core AI's rewrite would fold the unsqueeze
+    # into a second copy, a resource named by the hash of its bytes, and leave
+    # the first unused. Core ATen programs multiply by the weight with mm and
+    # addmm (its transpose folded when converting); raw ones with linear.
     torch.manual_seed(0)
     model = torch.nn.Sequential(
         torch.nn.Linear(32, 48), torch.nn.ReLU(), torch.nn.Linear(48, 16, bias=False)
     ).eval()
     x = torch.randn(5, 32)
-    program = TorchConverter().add_exported_program(torch.export.export(model, (x,))).to_coreai()
+    exported = torch.export.export(model, (x,))
+    if decomposed:
+        exported = exported.run_decompositions()
+        targets = {n.target for n in exported.graph.nodes}
+        assert {torch.ops.aten.mm.default, torch.ops.aten.addmm.default} <= targets
+    program = TorchConverter().add_exported_program(exported).to_coreai()
     assert sorted(_resource_names(program)) == ["constant_0", "constant_1"]
     got = run_program(program, {"input": x})
     torch.testing.assert_close(next(iter(got.values())), model(x), rtol=1e-5, atol=1e-5)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import torch.fx as fx
 from coreai._compiler.dialects import coreai
-from coreai._compiler.ir import Value
+from coreai._compiler.ir import Operation, OpView, Value
 
 from ..lowering_context import LoweringContext
 from ..registry import register_lowering
@@ -35,7 +35,13 @@ def matmul(a: Value, b: Value) -> Value:
         # As a batch of one: Core AI's rewrite passes (coreai-core 1.0.0b3) abort
         # the process on some programs that use a 2-D batch_matmul of a reshaped
         # tensor in two places (flattened tokens through an MoE or gated MLP).
-        product = squeeze(coreai.batch_matmul(unsqueeze(a, 0), unsqueeze(b, 0)), [0])
+        # A constant (a weight) is broadcast over that batch as it is: the
+        # rewrite would fold its unsqueeze into a second, hashed copy of it.
+        if _is_constant(b):
+            product = coreai.broadcasting_batch_matmul(unsqueeze(a, 0), b)
+        else:
+            product = coreai.batch_matmul(unsqueeze(a, 0), unsqueeze(b, 0))
+        product = squeeze(product, [0])
     elif same_batch and all(s >= 0 for s in a.type.shape[:-2]):
         product = coreai.batch_matmul(a, b)
     else:
@@ -48,6 +54,11 @@ def matmul(a: Value, b: Value) -> Value:
     if b_vector:
         return squeeze(product, [-1])
     return product
+
+
+def _is_constant(value: Value) -> bool:
+    owner = value.owner
+    return isinstance(owner, OpView | Operation) and owner.name == "coreai.constant"
 
 
 def _add_scaled(
@@ -85,37 +96,22 @@ def lower_linear(ctx: LoweringContext, node: fx.Node) -> Value:
     x = ctx.value(ctx.arg("input"), dtype)
     weight_arg = ctx.arg("weight")
     stored = ctx.weights.get(weight_arg.name)
-    if stored is not None and rank(x) == 2:
-        # matmul multiplies 2-D operands as a batch of one. Stored as that
-        # batch, the weight is used as it is: Core AI's rewrite would otherwise
-        # fold the unsqueeze into a second, hashed copy of it.
-        weight_t = _transposed_weight(ctx, weight_arg.name, stored, dtype, batch=True)
-        out = squeeze(coreai.batch_matmul(unsqueeze(x, 0), weight_t), [0])
+    if stored is not None:
+        # A parameter only linears read: one constant of the transposed weight
+        # (kept under a name no FX node has, for the other linears using it).
+        key = f"{weight_arg.name}.T"
+        if key not in ctx.values:
+            # dtypes.constant lays the transposed view out contiguously.
+            ctx.values[key] = ctx.constant(stored.t(), dtype)
+        weight_t = ctx.cast(ctx.values[key], dtype)
     else:
-        if stored is not None:
-            weight_t = _transposed_weight(ctx, weight_arg.name, stored, dtype, batch=False)
-        else:
-            weight = ctx.value(weight_arg, dtype)
-            weight_t = swap_last_two(weight) if rank(weight) == 2 else weight
-        out = matmul(x, weight_t)
+        weight = ctx.value(weight_arg, dtype)
+        weight_t = swap_last_two(weight) if rank(weight) == 2 else weight
+    out = matmul(x, weight_t)
     bias = ctx.arg("bias")
     if bias is None:
         return out
     return coreai.broadcasting_add(out, ctx.value(bias, dtype))
-
-
-def _transposed_weight(
-    ctx: LoweringContext, name: str, stored: torch.Tensor, dtype: torch.dtype, *, batch: bool
-) -> Value:
-    """One constant of a parameter only linears read, transposed (``[1, in, out]`` as a batch).
-
-    Kept under a name no FX node has, for the other linears using the parameter.
-    """
-    key = f"{name}.T1" if batch else f"{name}.T"
-    if key not in ctx.values:
-        # dtypes.constant lays the transposed view out contiguously.
-        ctx.values[key] = ctx.constant(stored.t().unsqueeze(0) if batch else stored.t(), dtype)
-    return ctx.cast(ctx.values[key], dtype)
 
 
 def _add_product(ctx: LoweringContext, first: str, second: str) -> Value:
