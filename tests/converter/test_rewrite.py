@@ -1,0 +1,104 @@
+"""Core AI's pre-compilation rewrite, as ``to_coreai`` runs it (``converter._rewrite``).
+
+The converter runs coreai-core's rewrite pipeline with its module verified
+before and after the passes rather than after each one. These tests check
+that the result is the IR coreai-core's own entry point gives, that the
+program still computes what PyTorch does, and that IR the verifier rejects is
+reported at the model's source line.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import coreai.authoring  # must precede the dialect import below
+import pytest
+import torch
+import torch.nn.functional as F
+from coreai._compiler._mlir_libs._coreaiIR._bindings.compiler import (
+    run_pre_compilation_rewrite,
+)
+from coreai._compiler.dialects import coreai
+from support.coreai_run import run_program
+
+from coreai_torch import TorchConverter
+from coreai_torch.converter import converter as converter_module
+
+
+class _Block(torch.nn.Module):
+    """Ops that several of the rewrite's passes act on.
+
+    A convolution followed by a batch norm, GELU, transposes around reshapes,
+    attention and a layer norm.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv1d(8, 8, 3, padding=1)
+        self.norm = torch.nn.BatchNorm1d(8)
+        self.heads = torch.nn.Linear(8, 24)
+        self.out = torch.nn.LayerNorm(8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.norm(self.conv(x.transpose(1, 2))).transpose(1, 2)
+        x = F.gelu(x, approximate="tanh")
+        q, k, v = self.heads(x).reshape(x.shape[0], x.shape[1], 3, 2, 4).unbind(2)
+        y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+        return self.out(x + y.transpose(1, 2).reshape(x.shape))
+
+
+def _model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    model = _Block().eval()
+    with torch.no_grad():  # a batch norm that is not the identity
+        model.norm.running_mean.uniform_(-0.5, 0.5)
+        model.norm.running_var.uniform_(0.5, 2.0)
+    return model
+
+
+def _with_coreai_core_rewrite(module) -> None:
+    run_pre_compilation_rewrite(module=module)
+    module.operation.verify()
+
+
+def test_the_rewrite_gives_the_ir_of_coreai_cores_own_entry_point(monkeypatch) -> None:
+    model = _model()
+    x = torch.randn(2, 6, 8)
+    program = torch.export.export(model, (x,))
+
+    ours = TorchConverter().add_exported_program(program, input_names=["x"]).to_coreai()
+    monkeypatch.setattr(converter_module, "_rewrite", _with_coreai_core_rewrite)
+    theirs = TorchConverter().add_exported_program(program, input_names=["x"]).to_coreai()
+
+    text = str(ours)
+    # The passes ran: the batch norm's rsqrt of constants was folded away (the
+    # layer norm's stays), and so were the lowering's expand_dims/shrink_dims.
+    assert text.count("coreai.rsqrt") == 1
+    assert "coreai.expand_dims" not in text and "coreai.shrink_dims" not in text
+    assert text == str(theirs)
+    (got,) = run_program(ours, {"x": x}).values()
+    torch.testing.assert_close(got, model(x), rtol=1e-5, atol=1e-5)
+
+
+class _AddMixed(torch.nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.ops.aten.add.Tensor(x, y)
+
+
+def test_an_op_the_verifier_rejects_is_reported_at_the_models_line() -> None:
+    program = torch.export.export(_AddMixed(), (torch.randn(3), torch.arange(3, dtype=torch.int32)))
+    converter = TorchConverter()
+
+    @converter.register_torch_lowering("aten::add.Tensor", allow_override=True)
+    def add_without_a_cast(values_map, node, loc):
+        # float32 + int32 with no cast: Core AI wants equal element types.
+        x, y = (values_map[a.name] for a in node.args[:2])
+        return coreai.broadcasting_add(x, y, loc=loc)
+
+    line = inspect.getsourcelines(_AddMixed.forward)[1] + 1
+    with pytest.raises(RuntimeError) as caught:
+        converter.add_exported_program(program).to_coreai()
+    message = str(caught.value)
+    assert "the converted program does not verify: a lowering built an op" in message
+    assert f"{__file__}:{line}: 'coreai.decomposable.broadcasting_add' op" in message
+    assert "element type" in message
