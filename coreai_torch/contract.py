@@ -297,6 +297,10 @@ def render_buffer_source(defn: KernelDefinition, spec: Specialization) -> tuple[
     """The source both eager backends compile for ``spec``: returns ``(entry, source)``.
 
     Scalars stay run-time parameters here, so one compiled kernel serves every value.
+    The body sits at function scope beside the views, as it does beside the
+    parameters in Apple's rendering: its ``threadgroup`` arrays are then
+    declared where Metal certainly takes them, and a local that redeclares a
+    tensor's name is the same error on every backend.
     """
     params: list[str] = []
     views: list[str] = []
@@ -315,9 +319,7 @@ def render_buffer_source(defn: KernelDefinition, spec: Specialization) -> tuple[
             if _uses_strided_view(arg):
                 strided = True
                 meta = f", {META_NAME} + {offsets[arg.name]}" if rank else ""
-                views.append(
-                    f"coreai::strided_view<device {mtype}, {rank}> {arg.name}({buf}{meta});"
-                )
+                views.append(f"coreai::strided_view<{mtype}, {rank}> {arg.name}({buf}{meta});")
                 continue
             base = offsets[arg.name]
             extents = ", ".join(f"{META_NAME}[{base + d}]" for d in range(rank))
@@ -346,10 +348,8 @@ def render_buffer_source(defn: KernelDefinition, spec: Specialization) -> tuple[
         '#line 1 "generated_signature"\n'
         f"[[kernel]] void {_NAME_PLACEHOLDER}({', '.join(params)}) {{\n"
         + "".join(v + "\n" for v in views)
-        + "{\n"
-        '#line 1 "src"\n'
+        + '#line 1 "src"\n'
         f"{_user_text(src)}"
-        "}\n"
         "}\n"
     )
     return _finish(text, defn)

@@ -75,7 +75,7 @@ const ::c10::metal::array<::c10::metal::opmath_t<OUT_T>, 2> alpha_beta_value = {
 """
 ADDEND_ALPHA_BETA = """
 device const OUT_T* self = bias.get_data_ptr();
-const ::c10::metal::array<::c10::metal::opmath_t<OUT_T>, 2> alpha_beta_value = {alpha, beta};
+const ::c10::metal::array<::c10::metal::opmath_t<OUT_T>, 2> alpha_beta_value = {alpha_in, beta_in};
 """
 
 GEMM_BODY = (HERE / "pytorch" / "mpp_gemm.metal").read_text()
@@ -90,9 +90,9 @@ def _gemm_reference(ta: bool, tb: bool, alpha_beta: bool):
     if alpha_beta:
 
         def addmm(
-            a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, alpha: float, beta: float
+            a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, alpha_in: float, beta_in: float
         ) -> torch.Tensor:
-            return (alpha * product(a, b) + beta * bias.float()).to(a.dtype)
+            return (alpha_in * product(a, b) + beta_in * bias.float()).to(a.dtype)
 
         return addmm
 
@@ -133,7 +133,10 @@ def _gemm_kernel(
     )
     return TorchMetalKernel(
         name,
-        ["a", "b", "bias", "alpha", "beta"] if alpha_beta else ["a", "b"],
+        # Not alpha and beta: the kernel's body declares locals of those names,
+        # and the body shares the function's scope with the inputs (as in
+        # Apple's rendering).
+        ["a", "b", "bias", "alpha_in", "beta_in"] if alpha_beta else ["a", "b"],
         ["c"],
         src=prologue + GEMM_BODY,
         helper_src=GEMM_HELPERS,
@@ -258,7 +261,7 @@ constexpr int N_READS = sizeof(T) == 8 ? 2 : 4;
 using acc_t = accum_t<T>;
 // The buffers.
 const device T* in = x.get_data_ptr();
-device T* out_values = values.get_data_ptr();
+device T* out_values = cum_values.get_data_ptr();
 device int64_t* out_indices = indices.get_data_ptr();
 """
 
@@ -464,7 +467,8 @@ def _scan_kernel(op: str, where: str) -> TorchMetalKernel:
     return TorchMetalKernel(
         f"pytorch_{'cummax' if op == 'CumMaxOp' else 'cummin'}_{where}",
         ["x"],
-        ["values", "indices"],
+        # Not `values`: the kernel's body declares a local of that name.
+        ["cum_values", "indices"],
         src=SCAN_PROLOGUE.replace("@OP", op) + body,
         helper_src=SCAN_HELPERS,
         torch_defn=_scan_reference(op, -1 if where == "innermost" else -2),

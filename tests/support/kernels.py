@@ -12,8 +12,8 @@ def total_plus(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     return x.sum() + bias
 
 
-# One thread sums a vector into a rank-0 result (written `total[]`); bias is a
-# 0-d input, read as a value.
+# One thread sums a vector into a rank-0 result (written `total.set(v)`, the
+# Metal tensor member for any rank); bias is a 0-d input, read as a value.
 rank0_sum = TorchMetalKernel(
     "rank0_sum",
     ["x", "bias"],
@@ -22,7 +22,7 @@ rank0_sum = TorchMetalKernel(
         static_assert(total.get_rank() == 0, "a rank-0 result");
         float s = bias;
         for (int i = 0; i < x.get_extent(0); ++i) s += x[i];
-        total[] = s;
+        total.set(s);
     """,
     torch_defn=total_plus,
     metal_params=[MetalParameter("id", "uint", "thread_position_in_grid")],

@@ -6,6 +6,7 @@
 //   A[k, m] = 1.0f;           // dimension 0 is the innermost (torch's last) one
 //   A[idx];                   // idx: metal::array<uint or int, 2>
 //   A.get_extent(0);          // K
+//   A.get(k, m); A.set(v, k, m);   // checked: out of bounds reads 0, drops the store
 //   metal::array<uint, A.get_rank()> idx;   // get_rank() is a constant expression
 //   auto t = tensor(ptr, dextents<int32_t, 2>(K, M));           // deduced: tensor_inline
 //   auto s = A.slice(k0, m0);                 // origin (k0, m0), the rest of A
@@ -156,6 +157,39 @@ class tensor<T, metal::extents<IndexT, E...>, tensor_inline> {
     return at(idx);
   }
 
+  // x.get(i, j, ...) / x.get(idx): the element, or value_type() for an index
+  // outside the extents; a positive index into a dimension of extent 1 reads
+  // its element 0 (MSL specification §2.21.2, the broadcast rule of get).
+  template <class... I>
+    requires(sizeof...(I) == Rank && (std::is_integral_v<I> && ...))
+  value_type get(I... index) const {
+    std::int64_t idx[Rank] = {static_cast<std::int64_t>(index)...};
+    return get_at(idx);
+  }
+  template <template <class, std::size_t> class Array, class I>
+    requires(std::is_integral_v<I>)
+  value_type get(const Array<I, Rank>& index) const {
+    std::int64_t idx[Rank];
+    for (std::size_t d = 0; d < Rank; ++d) idx[d] = static_cast<std::int64_t>(index[d]);
+    return get_at(idx);
+  }
+
+  // x.set(v, i, j, ...) / x.set(v, idx): stores v, or nothing for an index
+  // outside the extents (MSL specification §2.21.2).
+  template <class... I>
+    requires(sizeof...(I) == Rank && (std::is_integral_v<I> && ...))
+  void set(value_type v, I... index) const {
+    const std::int64_t idx[Rank] = {static_cast<std::int64_t>(index)...};
+    if (contains(idx)) element(idx) = v;
+  }
+  template <template <class, std::size_t> class Array, class I>
+    requires(std::is_integral_v<I>)
+  void set(value_type v, const Array<I, Rank>& index) const {
+    std::int64_t idx[Rank];
+    for (std::size_t d = 0; d < Rank; ++d) idx[d] = static_cast<std::int64_t>(index[d]);
+    if (contains(idx)) element(idx) = v;
+  }
+
   // The view from `origin` to the end of every dimension.
   template <class... I>
     requires(sizeof...(I) == Rank && (std::is_integral_v<I> && ...))
@@ -226,6 +260,18 @@ class tensor<T, metal::extents<IndexT, E...>, tensor_inline> {
       return scratch;
     }
 #endif
+    return element(idx);
+  }
+
+  value_type get_at(std::int64_t (&idx)[Rank]) const {
+    for (std::size_t d = 0; d < Rank; ++d) {
+      if (idx[d] > 0 && extents_.values[d] == 1) idx[d] = 0;
+    }
+    return contains(idx) ? value_type(element(idx)) : value_type();
+  }
+
+  // The element at an index inside the extents.
+  T& element(const std::int64_t (&idx)[Rank]) const {
     std::ptrdiff_t offset = 0;
     for (std::size_t d = 0; d < Rank; ++d) {
       offset += static_cast<std::ptrdiff_t>(idx[d]) * strides_[d];
