@@ -1,7 +1,7 @@
-// Whether this Mac can run our kernels: they are compiled as Metal 4.0 (the
-// first language version with `metal::tensor`), which needs macOS 26 at run
-// time and a GPU in the Metal 4 family. The GPU family is the real gate; the
-// OS version only gives the better message on an old macOS.
+// Whether this process can run our kernels: they are compiled as Metal 4.0
+// (the first language version with `metal::tensor`), which needs macOS 26 at
+// run time and a GPU in the Metal 4 family. The facts come from Metal and
+// PyTorch here; what they mean for the user is decided in launch_rules.h.
 #import <Foundation/Foundation.h>
 #import <Metal/Metal.h>
 
@@ -9,54 +9,42 @@
 
 #include <string>
 
+#include "mps/launch_rules.h"
 #include "mps/mps_backend.h"
 
 namespace coreai_torch::mps {
 namespace {
 
 // MTLGPUFamilyMetal4 (MTLDevice.h, macOS 26 SDK). Spelled as its value so the
-// backend also builds with the macOS 15 SDK, which lacks the name.
+// backend also builds with the macOS 15 SDK, which lacks the name; asking an
+// older Metal about an unknown family answers NO.
 constexpr NSInteger kGPUFamilyMetal4 = 5002;
 
-constexpr const char* kFallbacks =
-    " Kernels still run on CPU tensors (the CPU backend), and the PyTorch reference "
-    "(torch_defn) runs anywhere.";
-
-std::string os_version() {
-  NSOperatingSystemVersion v = [[NSProcessInfo processInfo] operatingSystemVersion];
-  return std::to_string(v.majorVersion) + "." + std::to_string(v.minorVersion) + "." +
-      std::to_string(v.patchVersion);
+// The OS version as macOS reports it to this process (16.x on macOS 26 for a
+// program built against an older SDK), read rather than tested with
+// @available, which that numbering would make false on macOS 26.
+NSOperatingSystemVersion reported_os_version() {
+  return [[NSProcessInfo processInfo] operatingSystemVersion];
 }
 
-// The OS can run Metal 4.0 code: macOS 26 or newer. A program built against an
-// SDK older than macOS 26 is told 16.x instead of 26.x (the OS's compatibility
-// numbering), and @available(macOS 26.0, *) is then false on macOS 26, so the
-// version is read and 16 counts as 26.
-bool os_runs_metal4() {
-  const NSInteger major = [[NSProcessInfo processInfo] operatingSystemVersion].majorVersion;
-  return major >= 26 || major == 16;
-}
-
-std::string compute_reason() {
-  if (!os_runs_metal4()) {
-    return "the coreai_torch MPS backend compiles kernels as Metal 4.0, which needs macOS 26 "
-           "or newer; this Mac runs macOS " +
-        os_version() + "." + kFallbacks;
-  }
-  if (!at::mps::is_available()) {
-    return std::string("PyTorch reports no usable MPS device on this Mac.") + kFallbacks;
-  }
+MachineFacts gather_facts() {
+  MachineFacts facts;
+  const NSOperatingSystemVersion os = reported_os_version();
+  facts.os_major = os.majorVersion;
+  facts.os_minor = os.minorVersion;
+  facts.os_patch = os.patchVersion;
+  // The later facts are asked only when the earlier ones allow (the device is
+  // not touched on an OS that cannot run the kernels anyway).
+  if (!os_runs_metal4(facts.os_major)) return facts;
+  facts.mps_available = at::mps::is_available();
+  if (!facts.mps_available) return facts;
   id<MTLDevice> device = at::mps::MPSDevice::getInstance()->device();
-  if (device == nil) {
-    return std::string("PyTorch's MPS device has no Metal device behind it.") + kFallbacks;
-  }
-  if (![device supportsFamily:static_cast<MTLGPUFamily>(kGPUFamilyMetal4)]) {
-    return std::string("the GPU '") + device.name.UTF8String +
-        "' is not in the Metal 4 GPU family (MTLGPUFamilyMetal4), which the coreai_torch MPS "
-        "backend needs for Metal tensors." +
-        kFallbacks;
-  }
-  return {};
+  facts.has_device = device != nil;
+  if (!facts.has_device) return facts;
+  const char* name = device.name.UTF8String;
+  facts.gpu_name = name != nullptr ? name : "?";
+  facts.metal4_family = [device supportsFamily:static_cast<MTLGPUFamily>(kGPUFamilyMetal4)];
+  return facts;
 }
 
 }  // namespace
@@ -66,10 +54,15 @@ const std::string& metal4_unavailable_reason() {
   // asked (so importing the extension never touches the GPU).
   static const std::string reason = [] {
     @autoreleasepool {
-      return compute_reason();
+      return unavailable_reason(gather_facts());
     }
   }();
   return reason;
+}
+
+int64_t reported_os_major() {
+  static const int64_t major = reported_os_version().majorVersion;
+  return major;
 }
 
 }  // namespace coreai_torch::mps

@@ -19,6 +19,10 @@ namespace coreai_torch::mps {
 // a sentence saying what is missing. Computed once.
 const std::string& metal4_unavailable_reason();
 
+// The major OS version macOS reports to this process: 16 on macOS 26 for a
+// program built against an SDK older than macOS 26 (launch_rules.h).
+int64_t reported_os_major();
+
 // The MPS artifact of a record (its slot in KernelRecord::artifacts): the
 // compute pipeline of its source. Records with the same source, entry and math
 // mode share one; it is released with the last of them.
@@ -27,12 +31,19 @@ struct Pipeline {
 };
 
 // The compute pipeline for `record`. Compiles the record's source on its first
-// launch; later launches read the record's slot. A compile failure throws a
-// c10::Error whose message starts with kCompileErrorMarker.
+// launch; later launches read the record's slot. Metal's verdict that the
+// source does not compile throws a c10::Error whose message starts with
+// kCompileErrorMarker, which the slot remembers; other failures are thrown
+// unmarked and retried by the next launch (launch_rules.h).
 const Pipeline& pipeline_for(const KernelRecord& record);
 
 // How many times this process has handed a kernel source to the Metal
 // compiler. Lets tests prove that repeated launches compile nothing.
 int64_t compile_count();
+
+// Entries of the process-wide pipeline cache (live pipelines and those
+// released since the last compile). Lets tests prove that released kernels'
+// entries go.
+int64_t cached_pipelines();
 
 }  // namespace coreai_torch::mps

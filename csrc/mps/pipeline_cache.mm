@@ -11,38 +11,25 @@
 #include <atomic>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <unordered_map>
 
+#include "mps/compile_options.h"
+#include "mps/launch_rules.h"
 #include "mps/mps_backend.h"
-
-// mathMode and mathFloatingPointFunctions arrived with the macOS 15 SDK.
-#if defined(__MAC_OS_X_VERSION_MAX_ALLOWED) && __MAC_OS_X_VERSION_MAX_ALLOWED < 150000
-#error "the coreai_torch MPS backend needs the macOS 15 SDK or newer (Xcode 16 or newer) to build"
-#endif
+#include "mps/weak_cache.h"
 
 namespace coreai_torch::mps {
 namespace {
-
-// MTLLanguageVersion4_0 (MTLLibrary.h, macOS 26 SDK): (4 << 16) + 0. Spelled as
-// its value so the backend also builds with the macOS 15 SDK, which lacks it.
-constexpr NSUInteger kLanguageVersion4_0 = (4u << 16) + 0u;
 
 std::atomic<int64_t> g_compile_count{0};
 
 // Pipelines of live records by full key. The key holds the whole source
 // rather than a digest of it, so two kernels can never be confused by a hash
-// collision (a reused name with a new body compiles anew). Entries are weak:
-// a pipeline goes with the last record that uses it.
-struct PipelineCache {
-  std::mutex mutex;
-  std::unordered_map<std::string, std::weak_ptr<const Pipeline>> by_key;
-};
-
-PipelineCache& cache() {
+// collision (a reused name with a new body compiles anew). A pipeline goes
+// with the last record that uses it, and its entry soon after (weak_cache.h).
+WeakCache<Pipeline>& cache() {
   // Never destroyed: pipelines may still be looked up while the process exits.
-  static PipelineCache* instance = new PipelineCache();
+  static auto* instance = new WeakCache<Pipeline>();
   return *instance;
 }
 
@@ -63,34 +50,20 @@ std::string cache_key(const KernelRecord& record) {
   return key;
 }
 
-MTLCompileOptions* compile_options(const KernelRecord& record) {
-  MTLCompileOptions* options = [[MTLCompileOptions alloc] init];
-  options.languageVersion = static_cast<MTLLanguageVersion>(kLanguageVersion4_0);
-  // Always true here (launches are refused below macOS 26); the check tells
-  // the compiler that these macOS 15 properties are safe to use.
-  if (@available(macOS 15.0, *)) {
-    if (wants_fast_math(record)) {
-      options.mathMode = MTLMathModeFast;
-      options.mathFloatingPointFunctions = MTLMathFloatingPointFunctionsFast;
-    } else {
-      // Safe math keeps IEEE semantics for inf and nan (fast math turns
-      // exp(-inf) in masked softmax into garbage), and the precise functions
-      // keep sin/exp/log close to the CPU backend and to PyTorch.
-      options.mathMode = MTLMathModeSafe;
-      options.mathFloatingPointFunctions = MTLMathFloatingPointFunctionsPrecise;
-    }
-  } else {
-    TORCH_INTERNAL_ASSERT(false, "kernel '", record.name, "': compiling below macOS 15");
-  }
-  return options;
+std::string utf8(NSString* text) {
+  const char* bytes = text != nil ? text.UTF8String : nullptr;
+  return bytes != nullptr ? bytes : "(not representable as UTF-8)";
 }
 
 std::string describe(NSError* error) {
-  if (error == nil) {
-    return "(Metal gave no message)";
-  }
-  const char* text = error.localizedDescription.UTF8String;
-  return text != nullptr ? text : "(Metal's message is not representable as UTF-8)";
+  return error != nil ? utf8(error.localizedDescription) : "(Metal gave no message)";
+}
+
+// Metal's verdict that the source does not compile (MTLLibrary.h), as opposed
+// to a failure of the compiler itself.
+bool is_compile_failure(NSError* error) {
+  return error != nil && [error.domain isEqualToString:MTLLibraryErrorDomain] &&
+      error.code == static_cast<NSInteger>(MTLLibraryErrorCompileFailure);
 }
 
 std::string math_mode_name(const KernelRecord& record) {
@@ -111,16 +84,19 @@ id<MTLComputePipelineState> compile(const KernelRecord& record) {
   TORCH_CHECK(entry != nil, kCompileErrorMarker, record.name, ": the entry name '",
               record.entry, "' is not valid UTF-8");
 
+  MTLCompileOptions* options = compile_options(wants_fast_math(record));
+  TORCH_INTERNAL_ASSERT(options != nil, "kernel '", record.name, "': compiling below macOS 15");
+
   g_compile_count.fetch_add(1, std::memory_order_relaxed);
   NSError* error = nil;
-  id<MTLLibrary> library = [device newLibraryWithSource:source
-                                                options:compile_options(record)
-                                                  error:&error];
+  id<MTLLibrary> library = [device newLibraryWithSource:source options:options error:&error];
   // Metal also reports warnings through `error` while returning a library, so
   // only a missing library is a failure.
-  TORCH_CHECK(library != nil, kCompileErrorMarker, record.name,
-              ": the MPS backend's Metal compiler rejected the kernel (Metal 4.0, ",
-              math_mode_name(record), "):\n", describe(error));
+  TORCH_CHECK(library != nil,
+              library_failure(record.name, is_compile_failure(error),
+                              error != nil ? utf8(error.domain) : "(no error domain)",
+                              error != nil ? error.code : 0, math_mode_name(record),
+                              describe(error), reported_os_major()));
 
   id<MTLFunction> function = [library newFunctionWithName:entry];
   TORCH_CHECK(function != nil, kCompileErrorMarker, record.name,
@@ -131,42 +107,34 @@ id<MTLComputePipelineState> compile(const KernelRecord& record) {
   id<MTLComputePipelineState> pipeline = [device newComputePipelineStateWithFunction:function
                                                                                error:&error];
   // Pipeline creation fails, for example, when the kernel declares more
-  // threadgroup memory than the GPU has.
-  TORCH_CHECK(pipeline != nil, kCompileErrorMarker, record.name,
-              ": Metal compiled the kernel but could not build a compute pipeline for it:\n",
-              describe(error));
+  // threadgroup memory than the GPU has. Its errors come from the GPU driver,
+  // with codes Metal does not document, so none is taken for a verdict on the
+  // kernel: the failure is not remembered.
+  TORCH_CHECK(pipeline != nil, "coreai_torch: kernel '", record.name,
+              "': Metal compiled the kernel but could not build a compute pipeline for it (a "
+              "kernel that declares more threadgroup memory than this GPU has fails here):\n",
+              describe(error), "\nThis is not remembered: the next launch tries again.");
   return pipeline;
 }
 
 std::shared_ptr<const Pipeline> shared_pipeline(const KernelRecord& record) {
-  PipelineCache& pipelines = cache();
-  // One lock for lookups and compiles: compiles are rare, and holding the lock
-  // while compiling means two records never compile the same kernel twice.
-  std::lock_guard<std::mutex> lock(pipelines.mutex);
-  std::string key = cache_key(record);
-  auto known = pipelines.by_key.find(key);
-  if (known != pipelines.by_key.end()) {
-    if (std::shared_ptr<const Pipeline> alive = known->second.lock()) {
-      return alive;
+  return cache().get(cache_key(record), [&] {
+    // An exception must not leave the autorelease pool (it would never be
+    // popped), so a failure is carried out of it and rethrown.
+    std::exception_ptr failure;
+    id<MTLComputePipelineState> state = nil;
+    @autoreleasepool {
+      try {
+        state = compile(record);
+      } catch (...) {
+        failure = std::current_exception();
+      }
     }
-  }
-  // An exception must not leave the autorelease pool (it would never be
-  // popped), so a failure is carried out of it and rethrown.
-  std::exception_ptr failure;
-  id<MTLComputePipelineState> state = nil;
-  @autoreleasepool {
-    try {
-      state = compile(record);
-    } catch (...) {
-      failure = std::current_exception();
+    if (failure) {
+      std::rethrow_exception(failure);
     }
-  }
-  if (failure) {
-    std::rethrow_exception(failure);
-  }
-  auto pipeline = std::make_shared<const Pipeline>(Pipeline{state});
-  pipelines.by_key[std::move(key)] = pipeline;
-  return pipeline;
+    return std::make_shared<const Pipeline>(Pipeline{state});
+  });
 }
 
 }  // namespace
@@ -179,6 +147,10 @@ const Pipeline& pipeline_for(const KernelRecord& record) {
 
 int64_t compile_count() {
   return g_compile_count.load(std::memory_order_relaxed);
+}
+
+int64_t cached_pipelines() {
+  return static_cast<int64_t>(cache().size());
 }
 
 }  // namespace coreai_torch::mps

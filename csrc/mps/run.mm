@@ -14,10 +14,10 @@
 
 #include <cstdint>
 #include <exception>
-#include <limits>
 #include <string>
 
 #include "launch_args.h"
+#include "mps/launch_rules.h"
 #include "mps/mps_backend.h"
 
 namespace coreai_torch::mps {
@@ -25,30 +25,22 @@ namespace {
 
 // setBytes:length:atIndex: is meant for data under 4 KB.
 constexpr size_t kMaxInlineBytes = 4096;
-// Metal tensor extents, strides and the kernel's index arithmetic are `int`.
-constexpr int64_t kMaxIndex = std::numeric_limits<int32_t>::max();
 
 // Metal's `int`, `float` and `bool` have these sizes; the scalar arguments are
 // passed with setBytes using them.
 static_assert(sizeof(int32_t) == 4 && sizeof(float) == 4 && sizeof(bool) == 1,
               "scalar sizes must match Metal's int, float and bool");
 
-// What an empty tensor is bound to: it has no MTLBuffer (its storage's data
-// pointer is null), and Metal's API validation aborts the process on a nil
-// buffer binding. The kernel cannot read or write it (every extent is 0 or it
-// has no element), so one small buffer per process serves every such binding.
-id<MTLBuffer> empty_tensor_buffer() {
+// The placeholder of buffer_binding (launch_rules.h): what a tensor with no
+// MTLBuffer or no element is bound to, never nil (Metal's API validation
+// aborts the process on a nil buffer binding). The kernel cannot read or write
+// such a tensor, so one small buffer per process serves every such binding.
+id<MTLBuffer> placeholder_buffer() {
   static id<MTLBuffer> buffer = [at::mps::MPSDevice::getInstance()->device()
       newBufferWithLength:16
                   options:MTLResourceStorageModeShared];
   TORCH_CHECK(buffer != nil, "coreai_torch: cannot allocate the MTLBuffer bound to empty tensors");
   return buffer;
-}
-
-id<MTLBuffer> buffer_of(const at::Tensor& tensor) {
-  // An MPS storage's data pointer is its MTLBuffer.
-  id<MTLBuffer> buffer = (__bridge id<MTLBuffer>)tensor.storage().data();
-  return buffer != nil ? buffer : empty_tensor_buffer();
 }
 
 std::string tensor_label(const KernelRecord& record, size_t ordinal, bool is_input) {
@@ -57,33 +49,20 @@ std::string tensor_label(const KernelRecord& record, size_t ordinal, bool is_inp
   return label + "'";
 }
 
-// The largest element offset a strided view reaches, plus one.
-int64_t span_of(const at::Tensor& tensor) {
-  int64_t span = 1;
-  for (int64_t d = 0; d < tensor.dim(); ++d) {
-    span += (tensor.size(d) - 1) * tensor.stride(d);
-  }
-  return span;
-}
-
-void write_metal_strides(std::vector<int32_t>& meta, size_t offset, const at::Tensor& tensor) {
-  const int64_t rank = tensor.dim();
-  for (int64_t d = 0; d < rank; ++d) {
-    meta[offset + rank + d] = static_cast<int32_t>(tensor.stride(rank - 1 - d));
+void write_metal_strides(std::vector<int32_t>& meta, size_t offset,
+                         const std::vector<int64_t>& strides) {
+  const size_t rank = strides.size();
+  for (size_t d = 0; d < rank; ++d) {
+    meta[offset + rank + d] = static_cast<int32_t>(strides[rank - 1 - d]);
   }
 }
 
-// Checks every tensor and makes the inputs bindable, rewriting their metadata
-// when an input is replaced:
-// - an innermost stride other than 1 (a transpose, an expand) is copied to a
-//   contiguous tensor, because Metal tensors are only known to work with a
-//   unit innermost stride; results are ours and always contiguous;
-// - a view whose strides reach past 2^31 elements is copied too, so the
-//   kernel's `int` index arithmetic cannot overflow;
-// - a 0-d input at a non-zero storage offset is copied to a fresh tensor: it
-//   is a `constant T&` argument, and Metal wants constant-address-space buffer
-//   offsets aligned far more strictly than an element.
-// The copies are encoded on the same stream, before the kernel.
+// Checks every tensor and makes the inputs bindable (plan_input in
+// launch_rules.h says which are copied and what strides their views get; the
+// copies are encoded on the same stream, before the kernel). A 0-d input at a
+// non-zero storage offset is copied to a fresh tensor: it is a `constant T&`
+// argument, and Metal wants constant-address-space buffer offsets aligned far
+// more strictly than an element. Results are ours and always contiguous.
 void prepare_tensors(const KernelRecord& record, LaunchArgs& args) {
   const size_t first_result = args.args.size() - args.num_results;
   size_t ordinal = 0;
@@ -107,22 +86,19 @@ void prepare_tensors(const KernelRecord& record, LaunchArgs& args) {
       if (is_input && tensor.storage_offset() != 0) {
         tensor = tensor.clone();
       }
-    } else {
+    } else if (is_input) {
       const auto meta_offset = static_cast<size_t>(record.layout.offsets[ordinal]);
       TORCH_INTERNAL_ASSERT(meta_offset + 2 * rank <= args.meta.size(), "kernel '", record.name,
                             "': the metadata buffer is shorter than its tensors need");
-      if (is_input && (tensor.stride(-1) != 1 || span_of(tensor) > kMaxIndex)) {
-        if (tensor.size(-1) > 1 || span_of(tensor) > kMaxIndex) {
-          tensor = tensor.contiguous();
-        }
-        write_metal_strides(args.meta, meta_offset, tensor);
-        // A single-element innermost dimension is only ever read at index 0,
-        // so its stride is irrelevant and can be stated as 1 without a copy.
-        args.meta[meta_offset + rank] = 1;
+      const InputPlan plan = plan_input(tensor.sizes().vec(), tensor.strides().vec());
+      if (plan.copy) {
+        tensor = tensor.contiguous();
       }
-      TORCH_INTERNAL_ASSERT(tensor.stride(-1) == 1 || tensor.size(-1) <= 1, "kernel '",
-                            record.name, "': ", tensor_label(record, ordinal, is_input),
-                            " was allocated with a non-unit innermost stride");
+      write_metal_strides(args.meta, meta_offset, plan.strides);
+    } else {
+      TORCH_INTERNAL_ASSERT(tensor.is_contiguous(), "kernel '", record.name, "': ",
+                            tensor_label(record, ordinal, is_input),
+                            " was allocated non-contiguous");
     }
     ++ordinal;
   }
@@ -168,11 +144,14 @@ void encode_on(id<MTLComputeCommandEncoder> encoder, id<MTLComputePipelineState>
     switch (arg.kind) {
       case BoundArg::Kind::Tensor: {
         const at::Tensor& tensor = arg.tensor;
-        const bool has_storage = tensor.storage().data() != nullptr;
-        const auto offset = has_storage
-            ? static_cast<NSUInteger>(tensor.storage_offset() * tensor.element_size())
-            : NSUInteger{0};
-        [encoder setBuffer:buffer_of(tensor) offset:offset atIndex:index];
+        // An MPS storage's data pointer is its MTLBuffer.
+        id<MTLBuffer> buffer = (__bridge id<MTLBuffer>)tensor.storage().data();
+        const BufferBinding binding =
+            buffer_binding(buffer != nil, tensor.numel(), tensor.storage_offset(),
+                           static_cast<int64_t>(tensor.element_size()));
+        [encoder setBuffer:binding.placeholder ? placeholder_buffer() : buffer
+                    offset:static_cast<NSUInteger>(binding.offset)
+                   atIndex:index];
         break;
       }
       case BoundArg::Kind::Int:
@@ -244,9 +223,12 @@ void run(int64_t /*handle*/, const KernelRecord& record, LaunchArgs& args) {
 // Introspection for tests and diagnostics:
 //   torch.ops.coreai_torch.mps_compile_count()      -> int
 //   torch.ops.coreai_torch.mps_unavailable_reason() -> str ("" when kernels can run)
+//   torch.ops.coreai_torch.mps_cached_pipelines()   -> int
 TORCH_LIBRARY_FRAGMENT(coreai_torch, m) {
   m.def("mps_compile_count() -> int",
         []() -> int64_t { return coreai_torch::mps::compile_count(); });
   m.def("mps_unavailable_reason() -> str",
         []() -> std::string { return coreai_torch::mps::metal4_unavailable_reason(); });
+  m.def("mps_cached_pipelines() -> int",
+        []() -> int64_t { return coreai_torch::mps::cached_pipelines(); });
 }

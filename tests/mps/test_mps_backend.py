@@ -14,8 +14,11 @@ instead (for CI machines that are supposed to have one).
 
 from __future__ import annotations
 
+import gc
 import os
+import subprocess
 import sys
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -408,6 +411,23 @@ CASES = [
         },
     ),
     Case(
+        # Stride 0 in an outer dimension (a broadcast) and overlapping rows
+        # (unfold): layouts a Metal tensor may refuse, copied before binding.
+        "broadcast_and_overlapping_inputs",
+        scaled_sum,
+        ref_scaled_sum,
+        lambda d: (
+            small_ints(1, 23, seed=11).to(d).expand(19, 23),
+            small_ints(19 * 2 + 21, seed=12).to(d).unfold(0, 23, 2),
+            torch.tensor(3.0, device=d),
+        ),
+        lambda a: {
+            "threads_per_grid": (23, 19, 1),
+            "threads_per_thread_group": (8, 8, 1),
+            "result_shapes": [[19, 23]],
+        },
+    ),
+    Case(
         "tiled_matmul_threadgroup_memory",
         tiled_matmul,
         ref_matmul,
@@ -589,7 +609,7 @@ def test_kernels_interleave_with_aten_ops_without_synchronisation() -> None:
 # -------------------------------------------------------------------- errors
 
 
-def test_compile_error_names_the_kernel_and_the_line() -> None:
+def test_compile_error_names_the_kernel_and_the_line_and_is_remembered() -> None:
     broken = TorchMetalKernel(
         "mps_broken",
         ["x"],
@@ -599,11 +619,76 @@ def test_compile_error_names_the_kernel_and_the_line() -> None:
         metal_params=[param("id", "uint", "thread_position_in_grid")],
     )
     x = torch.ones(4, device="mps")
-    with pytest.raises(MetalCompileError) as info:
-        broken(x, **launch_1d(4, group=4))
-    message = str(info.value)
-    assert message.startswith("mps_broken")
-    assert "src:1" in message
+    before = compile_count()
+    for _ in range(2):
+        with pytest.raises(MetalCompileError) as info:
+            broken(x, **launch_1d(4, group=4))
+        message = str(info.value)
+        assert message.startswith("mps_broken")
+        assert "src:1" in message
+    # Metal's verdict (MTLLibraryErrorCompileFailure) is remembered: one compile.
+    assert compile_count() == before + 1
+
+
+def test_released_kernels_leave_the_pipeline_cache() -> None:
+    def launch_once(body: str) -> None:
+        kernel = TorchMetalKernel(
+            "mps_cache_entry",
+            ["x"],
+            ["out"],
+            src=body,
+            torch_defn=ref_plus_one,
+            metal_params=[param("id", "uint", "thread_position_in_grid")],
+        )
+        out = kernel(torch.zeros(8, device="mps"), **launch_1d(8, group=8))
+        torch.testing.assert_close(out.cpu(), torch.ones(8), **EXACT)
+
+    gc.collect()
+    entries = torch.ops.coreai_torch.mps_cached_pipelines()
+    launch_once("if (id < 8) out[id] = x[id] + 1.0f;")
+    gc.collect()  # the kernel, its specialization and its pipeline go
+    launch_once("if (id < 8) out[id] = 1.0f + x[id];")  # a new compile erases the dead entry
+    gc.collect()
+    assert torch.ops.coreai_torch.mps_cached_pipelines() <= entries + 1
+
+
+def test_empty_views_pass_metals_api_validation() -> None:
+    # An empty view at the end of its buffer has a storage offset equal to the
+    # buffer's length; bound there, Metal's API validation aborts the process.
+    # It runs in a child with validation on (MTL_DEBUG_LAYER=1).
+    code = textwrap.dedent(
+        """
+        import torch
+        from coreai_torch import MetalParameter, TorchMetalKernel
+
+        def ref(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return 2 * x + y
+
+        axpy = TorchMetalKernel(
+            "mps_validated_axpy", ["x", "y"], ["out"],
+            "if (id < uint(out.get_extent(0))) out[id] = 2.0f * x[id] + y[id];", ref,
+            metal_params=[MetalParameter("id", "uint", "thread_position_in_grid")],
+        )
+        x = torch.arange(16.0, device="mps")
+        for view in (x[16:], x[5:5], torch.empty(0, device="mps")):
+            call = dict(threads_per_grid=(0, 1, 1), threads_per_thread_group=(1, 1, 1))
+            out = axpy(view, view, **call, result_shapes=[[0]])
+            assert out.shape == (0,)
+        call = dict(threads_per_grid=(8, 1, 1), threads_per_thread_group=(8, 1, 1))
+        out = axpy(x[8:], x[:8], **call, result_shapes=[[8]])
+        assert out.cpu().tolist() == [2 * (8 + i) + i for i in range(8)], out
+        print("validated")
+        """
+    )
+    env = {**os.environ, "MTL_DEBUG_LAYER": "1"}
+    child = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == 0 and "validated" in child.stdout, child.stderr
 
 
 def test_oversized_threadgroup_is_refused_naming_the_kernel() -> None:
@@ -655,7 +740,7 @@ def test_rank_zero_results_and_empty_inputs() -> None:
         "mps_rank0_sum",
         ["x"],
         ["total"],
-        src="float s = 0; for (int i = 0; i < x.get_extent(0); ++i) s += x[i]; total[] = s;",
+        src="float s = 0; for (int i = 0; i < x.get_extent(0); ++i) s += x[i]; total.set(s);",
         torch_defn=ref_sum,
         metal_params=[param("id", "uint", "thread_position_in_grid")],
     )

@@ -1,5 +1,6 @@
 // Stand-in for <Foundation/Foundation.h> (macOS SDK): only what the MPS backend
-// and torch's ATen/mps headers use.
+// and torch's ATen/mps headers use, with the SDK's availability (API_AVAILABLE)
+// where the SDK gives one.
 #pragma once
 
 #import <Foundation/NSObjectBase.h>
@@ -22,12 +23,32 @@ enum : NSStringEncoding { NSUTF8StringEncoding = 4 };
 + (nullable instancetype)stringWithUTF8String:(const char*)nullTerminatedCString;
 // NSString.h: @property (nullable, readonly) const char *UTF8String NS_RETURNS_INNER_POINTER;
 @property(nullable, readonly) const char* UTF8String __attribute__((objc_returns_inner_pointer));
+// NSString.h: - (BOOL)isEqualToString:(NSString *)aString;
+- (BOOL)isEqualToString:(NSString*)aString;
 @end
+
+// NSError.h: typedef NSString *NSErrorDomain;
+typedef NSString* NSErrorDomain;
 
 // NSError.h: @interface NSError : NSObject <NSCopying, NSSecureCoding>
 @interface NSError : NSObject
+// NSError.h: @property (readonly, copy) NSErrorDomain domain;
+@property(readonly, copy) NSErrorDomain domain;
+// NSError.h: @property (readonly) NSInteger code;
+@property(readonly) NSInteger code;
 // NSError.h: @property (readonly, copy) NSString *localizedDescription;
 @property(readonly, copy) NSString* localizedDescription;
+@end
+
+// NSString.h: @interface NSString (NSStringExtensionMethods)
+//   + (nullable instancetype)stringWithContentsOfFile:(NSString *)path encoding:(NSStringEncoding)enc error:(NSError **)error;
+// NSPathUtilities.h: @interface NSString (NSStringPathExtensions)
+//   @property (readonly, copy) NSString *lastPathComponent;
+@interface NSString (coreai_stub_file_and_path)
++ (nullable instancetype)stringWithContentsOfFile:(NSString*)path
+                                         encoding:(NSStringEncoding)enc
+                                            error:(NSError* _Nullable* _Nullable)error;
+@property(readonly, copy) NSString* lastPathComponent;
 @end
 
 // NSDictionary.h: @interface NSDictionary<__covariant KeyType, __covariant ObjectType> : NSObject <...>
@@ -46,8 +67,8 @@ typedef struct {
 @interface NSProcessInfo : NSObject
 // NSProcessInfo.h: @property (class, readonly, strong) NSProcessInfo *processInfo;
 @property(class, readonly, strong) NSProcessInfo* processInfo;
-// NSProcessInfo.h: @property (readonly) NSOperatingSystemVersion operatingSystemVersion;
-@property(readonly) NSOperatingSystemVersion operatingSystemVersion;
+// NSProcessInfo.h: @property (readonly) NSOperatingSystemVersion operatingSystemVersion API_AVAILABLE(macos(10.10), ios(8.0), watchos(2.0), tvos(9.0));
+@property(readonly) NSOperatingSystemVersion operatingSystemVersion API_AVAILABLE(macos(10.10), ios(8.0));
 @end
 
 #pragma clang assume_nonnull end

@@ -2,14 +2,13 @@
 // pulls in from <objc/objc.h>, <objc/NSObject.h> and <Foundation/NSObjCRuntime.h>.
 #pragma once
 
+#include <os/availability.h>
+
 // NSObjCRuntime.h (LP64): typedef long NSInteger; typedef unsigned long NSUInteger;
 typedef long NSInteger;
 typedef unsigned long NSUInteger;
 
 // objc/objc.h (arm64, OBJC_BOOL_IS_BOOL): typedef bool BOOL;
-
-// objc/objc.h: #define nil __DARWIN_NULL  (a null pointer constant)
-#define nil nullptr
 typedef bool BOOL;
 
 // objc/objc.h: #define nil __DARWIN_NULL  (a null pointer constant)
