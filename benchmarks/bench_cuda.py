@@ -22,7 +22,6 @@ times of back-to-back calls with one synchronisation per repetition.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import shutil
 import statistics
@@ -39,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_kernels as kernels  # from benchmarks/, put on the path above
 from bench_cpu import probe
-from run_all import markdown
+from run_all import report
 from timing import Plan, Timing, measure_interleaved, row
 
 from coreai_torch import TorchMetalKernel
@@ -442,11 +441,7 @@ def main() -> None:
     if args.profile:
         profile()
         return
-    rows = run(args.smoke)
-    header = machine_line()
-    if args.json:
-        Path(args.json).write_text(json.dumps({"machine": header, "rows": rows}, indent=1))
-    print(markdown(rows, header))
+    report(run(args.smoke), machine_line(), args.json)
 
 
 if __name__ == "__main__":

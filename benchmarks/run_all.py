@@ -3,7 +3,8 @@
     python benchmarks/run_all.py [--smoke] [--json FILE] [--build-dir DIR]
 
 1. the Python benchmarks: ``bench_cpu.run``, ``bench_cuda.run`` (rows only when torch
-   sees a CUDA GPU) and, when present, ``bench_conversion.run`` and
+   sees a CUDA GPU), ``bench_mps.run`` (rows only where Metal 4 kernels run on an
+   Apple GPU) and, when present, ``bench_conversion.run`` and
    ``bench_debug_checks.run``;
 2. the C++ harness: renders the kernels (``cpp/render_kernels.py``), configures
    and builds ``benchmarks/cpp`` with CMake into ``--build-dir`` (default
@@ -97,7 +98,13 @@ def machine_line(build_dir: Path, load: float) -> str:
 
 def python_rows(smoke: bool, errors: list[str]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    for module in ("bench_cpu", "bench_cuda", "bench_conversion", "bench_debug_checks"):
+    for module in (
+        "bench_cpu",
+        "bench_cuda",
+        "bench_mps",
+        "bench_conversion",
+        "bench_debug_checks",
+    ):
         if not (HERE / f"{module}.py").exists():
             continue
         try:
@@ -192,6 +199,13 @@ def markdown(rows: list[dict[str, Any]], header: str) -> str:
     return "\n".join(lines)
 
 
+def report(rows: list[dict[str, Any]], header: str, json_path: str | Path | None) -> None:
+    """Prints the table of ``rows``; with ``json_path``, also writes them and the header there."""
+    print(markdown(rows, header))
+    if json_path:
+        Path(json_path).write_text(json.dumps({"machine": header, "rows": rows}, indent=1))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run every coreai_torch benchmark.")
     parser.add_argument("--smoke", action="store_true", help="every benchmark once, tiny sizes")
@@ -206,9 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     errors: list[str] = []
     rows = python_rows(args.smoke, errors) + cpp_rows(args.smoke, build_dir, errors)
     header = machine_line(build_dir, load) + (" (smoke run: sizes are tiny)" if args.smoke else "")
-    print(markdown(rows, header))
-    if args.json:
-        args.json.write_text(json.dumps({"machine": header, "rows": rows}, indent=1))
+    report(rows, header, args.json)
     for e in errors:
         print(e, file=sys.stderr)
     return 1 if errors else 0

@@ -1,11 +1,12 @@
 """``python -m coreai_torch demo``: the whole flow on the documented seed kernels.
 
 1. Runs each seed kernel's Metal source eagerly on the CPU backend and, when
-   torch sees a CUDA GPU, on the CUDA backend, and compares it with its
-   ``torch_defn``; runs a transformer block whose RMSNorm is a kernel on each.
+   torch sees a CUDA GPU or an Apple GPU that runs Metal 4 kernels, on the CUDA
+   or MPS backend, and compares it with its ``torch_defn``; runs a transformer
+   block whose RMSNorm is a kernel on each.
 2. Trains that block for a few steps (the kernel runs forward, gradients come
    from its ``torch_defn``) next to the same block with PyTorch's RMSNorm, and
-   compares their loss curves and gradients; on CUDA too when there is one.
+   compares their loss curves and gradients; on each GPU too.
 3. Exports a model that calls a kernel with ``torch.export``.
 4. Converts it with ``TorchConverter`` into a Core AI program holding a
    ``coreai.metal4_kernel`` and saves it as an ``.aimodel`` asset.
@@ -174,7 +175,29 @@ def _timed(fn: Callable[[], object]) -> tuple[object, float]:
 _BACKENDS = {
     "cpu": "the CPU backend (the Metal source compiled as C++)",
     "cuda": "the CUDA backend (the Metal source compiled for the GPU)",
+    "mps": "the MPS backend (the Metal source on the Apple GPU, in PyTorch's MPS stream)",
 }
+
+
+def mps_unavailable() -> str:
+    """Why Metal 4 kernels cannot run on the MPS device in this process; empty when they can."""
+    if not torch.backends.mps.is_available():
+        return "torch sees no MPS device"
+    # The op exists in macOS builds only; it names what is missing, if anything.
+    why_not = getattr(torch.ops.coreai_torch, "mps_unavailable_reason", None)
+    return why_not() if why_not is not None else "this build of coreai_torch has no MPS backend"
+
+
+def devices() -> list[str]:
+    """The devices the demo runs kernels on: the CPU, and each GPU whose backend can run here."""
+    found = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    if torch.backends.mps.is_available():
+        reason = mps_unavailable()
+        if reason:
+            print(f"MPS skipped: {reason}")
+        else:
+            found.append("mps")
+    return found
 
 
 def _synchronized(fn: Callable[[], object], device: str) -> Callable[[], object]:
@@ -182,13 +205,15 @@ def _synchronized(fn: Callable[[], object], device: str) -> Callable[[], object]
         out = fn()
         if device == "cuda":
             torch.cuda.synchronize()
+        elif device == "mps":
+            torch.mps.synchronize()
         return out
 
     return run
 
 
 def run_kernels(kernels: dict[str, TorchMetalKernel], device: str = "cpu") -> None:
-    """Runs every seed kernel on ``device`` ("cpu" or "cuda") against its torch_defn."""
+    """Runs every seed kernel on ``device`` ("cpu", "cuda" or "mps") against its torch_defn."""
     _step(f"Eager on {device}: each kernel's Metal source runs on {_BACKENDS[device]}")
     torch.manual_seed(0)
     x, y = torch.randn(16, device=device), torch.randn(16, device=device)
@@ -298,10 +323,9 @@ def run_conversion(kernels: dict[str, TorchMetalKernel], out_dir: Path) -> None:
         print(f"   coreai.runtime vs PyTorch: max abs error {err:.3g}; saved {path}")
 
 
-def run_training(kernels: dict[str, TorchMetalKernel]) -> None:
+def run_training(kernels: dict[str, TorchMetalKernel], on: list[str]) -> None:
     _step("Train the block: the kernel runs forward, its torch_defn gives the gradients")
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-    for device in devices:
+    for device in on:
         kernel_run, torch_run = train_twins(kernels["rms_norm"], device=device)
         print(f"   {device}: step   loss (RMSNorm kernel)   loss (torch RMSNorm)")
         for step, (a, b) in enumerate(zip(kernel_run.losses, torch_run.losses)):
@@ -318,13 +342,13 @@ def main(out_dir: str | None = None) -> int:
     target = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="coreai_torch_demo_"))
     target.mkdir(parents=True, exist_ok=True)
     kernels = make_kernels()
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-    for device in devices:
+    on = devices()
+    for device in on:
         run_kernels(kernels, device)
-    _step("Eager: a transformer block whose RMSNorm is a Metal kernel, on " + " and ".join(devices))
-    for device in devices:
+    _step("Eager: a transformer block whose RMSNorm is a Metal kernel, on " + " and ".join(on))
+    for device in on:
         run_block(kernels, device)
-    run_training(kernels)
+    run_training(kernels, on)
     if importlib.util.find_spec("coreai") is None:
         print(
             "\nConversion skipped: it needs coreai-core (`pip install coreai-core`), which is "

@@ -63,15 +63,9 @@ run() {  # run NAME LIMIT COMMAND...: runs COMMAND with a time limit, logs it, k
   return $rc
 }
 
-xdist=()
-if "$py" -c "import xdist" 2>/dev/null; then xdist=(-n "$jobs"); fi
-
-# The eager suite in device mode: every kernel call also runs on the GPU and
-# must agree with the CPU backend (tests/support/kernel_testing.py).
-suite=(tests/test_opcheck.py tests/cpu/test_msl_kernels.py tests/corpus
-  tests/cpu/test_launch_dispatch.py tests/cpu/test_launch_sync.py
-  tests/cpu/test_launch_frontend.py tests/cpu/test_launch_fibers.py tests/test_ranks_and_views.py
-  tests/cpu/test_simd_divergence.py tests/test_autograd_training.py)
+# The eager suite in device mode, and pytest-xdist's options.
+# shellcheck source=scripts/device_suite.sh
+. scripts/device_suite.sh
 
 for step in $steps; do
   case $step in
