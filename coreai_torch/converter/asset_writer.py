@@ -45,7 +45,6 @@ _SIZE_MARGIN = 64 << 10
 _ASSET_FILES = frozenset({"main.hash", "main.mlirb", "metadata.json"})
 
 
-
 class AssetWriteError(OSError):
     """The asset could not be written; the message says where and why."""
 
