@@ -12,7 +12,15 @@ from typing import Any
 
 import torch
 
-from .contract import INT32_MAX, INT32_MIN, MAX_RANK, MAX_THREADS_PER_THREADGROUP, metal_type
+from .contract import (
+    FLOAT32_MAX,
+    INT32_MAX,
+    INT32_MIN,
+    MAX_RANK,
+    MAX_THREADS_PER_THREADGROUP,
+    fits_float32,
+    metal_type,
+)
 
 _GRID_MAX = 2**32 - 1  # Metal counts threads per grid dimension in 32 bits
 
@@ -101,6 +109,7 @@ def inputs(
                 f"kernel '{kernel}': input '{name}' is declared torch.Tensor in "
                 f"torch_defn, got {type(value).__name__} {value!r}."
             )
+        _strided(kernel, name, value)
         if device is None:
             device, first = value.device, name
         elif value.device != device:
@@ -114,6 +123,21 @@ def inputs(
                 f"kernel '{kernel}': input '{name}' has rank {value.dim()}; Metal tensors have "
                 f"rank {MAX_RANK} at most. Reshape it first."
             )
+
+
+def _strided(kernel: str, name: str, value: torch.Tensor) -> None:
+    """A kernel reads a tensor's elements through its sizes and strides: refuse the rest."""
+    if value.is_nested:
+        raise TypeError(
+            f"kernel '{kernel}': input '{name}' is a nested tensor, which has no one shape a "
+            "kernel can index; call the kernel on each component (tensor.unbind()) or on a "
+            "padded tensor (torch.nested.to_padded_tensor)."
+        )
+    if value.layout != torch.strided:
+        raise TypeError(
+            f"kernel '{kernel}': input '{name}' has layout {value.layout}, but kernels read "
+            "dense strided tensors; pass tensor.to_dense()."
+        )
 
 
 def scalar(kernel: str, name: str, expected: type, value: Any) -> None:
@@ -142,10 +166,13 @@ def scalar(kernel: str, name: str, expected: type, value: Any) -> None:
             f"kernel '{kernel}': int input '{name}' = {value} does not fit Metal's 32-bit int "
             f"({INT32_MIN} .. {INT32_MAX})."
         )
-    if expected is float and not math.isfinite(value):
+    if expected is float and not fits_float32(value):
+        infinite = isinstance(value, float) and not math.isfinite(value)
+        what = "is not finite" if infinite else "does not fit Metal's 32-bit float"
         raise ValueError(
-            f"kernel '{kernel}': float input '{name}' = {value} is not finite; converted models "
-            "bake scalars as literals, which cannot be inf or nan."
+            f"kernel '{kernel}': float input '{name}' = {value} {what} (|value| <= "
+            f"{FLOAT32_MAX}); converted models bake scalars as literals, which cannot be inf "
+            "or nan."
         )
 
 

@@ -5,6 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .user_files import UserFileExited, exits_raise
+
+# The module name a checked file runs under: its `if __name__ == "__main__":` block stays out.
+_CHECK_RUN_NAME = "__coreai_torch_check__"
+
 
 def _check_file(target: str, devices: list[str] | None, edge_sizes: bool, debug: bool) -> int:
     """Checks the kernels of a Python file (``FILE[:KERNEL]``) against their references.
@@ -13,14 +18,30 @@ def _check_file(target: str, devices: list[str] | None, edge_sizes: bool, debug:
     ``EXAMPLES``: kernel name -> :class:`coreai_torch.checker.Example` (or a
     function returning one), the example call each check starts from.
     """
+    path, _, wanted = target.partition(":")
+    try:
+        with exits_raise(path):
+            return _check_kernels_of(path, wanted, devices, edge_sizes, debug)
+    except UserFileExited as exc:
+        print(
+            f"check: {exc} before its kernels were all checked, which fails the check (an "
+            "unguarded unittest.main() at the top level of a file does that). Put such calls "
+            "under `if __name__ == '__main__':`; check runs the file as module "
+            f"'{_CHECK_RUN_NAME}'."
+        )
+        return 1
+
+
+def _check_kernels_of(
+    path: str, wanted: str, devices: list[str] | None, edge_sizes: bool, debug: bool
+) -> int:
     import runpy
 
     from .checker import Example, check_kernel
     from .kernel import TorchMetalKernel
 
-    path, _, wanted = target.partition(":")
     try:
-        namespace = runpy.run_path(path, run_name="__coreai_torch_check__")
+        namespace = runpy.run_path(path, run_name=_CHECK_RUN_NAME)
     except FileNotFoundError:
         print(f"check: no file {path}")
         return 2

@@ -22,7 +22,6 @@ from __future__ import annotations
 import builtins
 import functools
 import hashlib
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +44,7 @@ THREAD_ATTRIBUTES: dict[str, tuple[str, ...]] = dict(_FACTS.THREAD_ATTRIBUTES)
 EXCLUSIVE_THREAD_ATTRIBUTES: tuple[tuple[str, str], ...] = _FACTS.EXCLUSIVE_THREAD_ATTRIBUTES
 INT32_MIN: int = _FACTS.SCALAR_INT_MIN
 INT32_MAX: int = _FACTS.SCALAR_INT_MAX
+FLOAT32_MAX: float = _FACTS.SCALAR_FLOAT_MAX
 
 # torch dtype -> Metal element type (DESIGN.md, "Element types").
 METAL_TYPES: dict[torch.dtype, str] = dict(_FACTS.METAL_TYPES)
@@ -191,12 +191,22 @@ def scalar_literal(value: object, scalar_type: type, *, kernel: str, name: str) 
             )
         return str(ivalue)
     fvalue = float(value)  # type: ignore[arg-type]
-    if not math.isfinite(fvalue):
+    if not fits_float32(fvalue):
         raise ValueError(
-            f"kernel '{kernel}': float scalar '{name}' = {fvalue} is not finite; a converted "
-            "model bakes scalars as literals, and Metal has no literal for it."
+            f"kernel '{kernel}': float scalar '{name}' = {fvalue} is not finite as Metal's "
+            "32-bit float; a converted model bakes scalars as literals, and Metal has no "
+            "literal for it."
         )
     return f"{fvalue!r}f"
+
+
+def fits_float32(value: float) -> bool:
+    """Whether ``value`` is finite as Metal's 32-bit ``float`` (false for inf, nan, 1e39).
+
+    >>> fits_float32(3.0e38), fits_float32(1e39), fits_float32(float("nan"))
+    (True, False, False)
+    """
+    return abs(value) <= FLOAT32_MAX
 
 
 def render_coreai_source(

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from . import _C, autograd, call_checks, kernel_op, modes, validation
+from . import _C, autograd, call_checks, kernel_op, modes, pickling, validation
 from .contract import (
     OPTION_DEBUG,
     OPTION_FAST_MATH,
@@ -100,6 +100,7 @@ class TorchMetalKernel(_C.KernelCall):
                 f"kernel '{name}': metal kernels support {PARAMETER_LIMIT} inputs, got "
                 f"{definition.parameter_count} (inputs + results + metal_params)."
             )
+        validation.warn_placeholders_in_identifiers(definition)
 
         # Public attributes with the names Apple's package uses.
         self.name = name
@@ -198,6 +199,11 @@ class TorchMetalKernel(_C.KernelCall):
 
     def __deepcopy__(self, memo: dict[int, Any]) -> TorchMetalKernel:
         return self
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickles the kernel by its definition, for ``torch.save`` and ``mp.spawn``
+        (``pickling.py``)."""
+        return pickling.kernel_definition(self)
 
     def _check_current(self, action: str) -> None:
         """Refuses an object whose kernel was redefined with another definition since."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import keyword
 import re
+import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, get_args, get_origin
@@ -28,14 +29,19 @@ SCALAR_TYPES = (int, float, bool)
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
-# Words a parameter of a Metal (C++-based) kernel cannot be called.
+# Words a parameter of a Metal (C++-based) kernel cannot be called: C++'s
+# keywords up to C++20 (the CPU and CUDA backends compile C++23), the
+# preprocessor's `defined` (its generated `#undef <name>` is an error), and
+# the names the signature is spelled with.
 _RESERVED = frozenset(
     """
-    alignas alignof and and_eq asm auto bitand bitor bool break case catch char char16_t
-    char32_t class compl const constexpr const_cast continue decltype default delete do double
+    alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t
+    char16_t char32_t class co_await co_return co_yield compl concept const consteval
+    constexpr constinit const_cast continue decltype default defined delete do double
     dynamic_cast else enum explicit export extern false float for friend goto if inline int long
     mutable namespace new noexcept not not_eq nullptr operator or or_eq private protected public
-    register reinterpret_cast return short signed sizeof static static_assert static_cast struct
+    register reinterpret_cast requires return short signed sizeof static static_assert static_cast
+    struct
     switch template this thread_local throw true try typedef typeid typename union unsigned
     using virtual void volatile wchar_t while xor xor_eq kernel vertex fragment device constant
     threadgroup thread threadgroup_imageblock ray_data object_data half bfloat uint ushort uchar
@@ -232,7 +238,65 @@ def check_template_dtypes(
             f"kernel '{kernel}': template_dtypes placeholders {repeated} are used for more than "
             "one input; each placeholder must be unique."
         )
-    return tuple(template_dtypes.items())
+    # Replaced in input order, as Apple's package does (which matters when one
+    # placeholder is part of another, or of a type name put in before it).
+    return tuple(sorted(template_dtypes.items(), key=lambda item: input_names.index(item[0])))
+
+
+# Comments and string or character literals: a placeholder there is replaced
+# too, but changes no code.
+_NOT_CODE = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
+_IDENTIFIER_CHARACTER = re.compile(r"\w", re.A)
+
+
+def warn_placeholders_in_identifiers(definition: Any) -> None:
+    """Warns of each identifier that a ``template_dtypes`` placeholder is part of.
+
+    Placeholders are replaced wherever their text occurs, as Apple documents
+    and does: with placeholder ``T``, ``INFINITY`` becomes ``INFINIfloatY``.
+    That is kept, so sources written for Apple's package render the same; the
+    warning names each longer identifier, so an unintended one is found at
+    construction instead of as a compile error.
+    """
+    for input_name, placeholder in definition.template_dtypes:
+        for label, text in (("src", definition.src), ("helper_src", definition.helper_src)):
+            found = _identifiers_containing(placeholder, _NOT_CODE.sub(_blank, text))
+            if found:
+                shown = ", ".join(f"'{word}' (line {line})" for word, line in found)
+                warnings.warn(
+                    f"kernel '{definition.name}': the template_dtypes placeholder "
+                    f"'{placeholder}' of input '{input_name}' is part of the longer identifiers "
+                    f"{shown} in {label}, where it is replaced too (as in Apple's package: "
+                    f"'{found[0][0]}' becomes "
+                    f"'{found[0][0].replace(placeholder, '<type>')}'). If that is not meant, "
+                    "give the placeholder a name no identifier contains (such as "
+                    f"'{placeholder}_{input_name.upper()}').",
+                    stacklevel=3,
+                )
+
+
+def _blank(match: re.Match[str]) -> str:
+    # Keeps the line breaks, so line numbers stay right.
+    return re.sub(r"[^\n]", " ", match.group(0))
+
+
+def _identifiers_containing(placeholder: str, code: str) -> list[tuple[str, int]]:
+    """The identifiers of ``code`` that contain ``placeholder`` and are longer; with lines."""
+    found: dict[str, int] = {}
+    start = code.find(placeholder)
+    while start >= 0:
+        end = start + len(placeholder)
+        begin, stop = start, end
+        if _IDENTIFIER_CHARACTER.match(placeholder[0]):
+            while begin > 0 and _IDENTIFIER_CHARACTER.match(code[begin - 1]):
+                begin -= 1
+        if _IDENTIFIER_CHARACTER.match(placeholder[-1]):
+            while stop < len(code) and _IDENTIFIER_CHARACTER.match(code[stop]):
+                stop += 1
+        if (begin, stop) != (start, end):
+            found.setdefault(code[begin:stop], code.count("\n", 0, start) + 1)
+        start = code.find(placeholder, end)
+    return list(found.items())
 
 
 def check_source(kernel: str, label: str, value: object, *, optional: bool) -> str:

@@ -56,6 +56,9 @@ inline constexpr ScalarKind kScalarKinds[] = {
     {ArgKind::Int, "int"}, {ArgKind::Float, "float"}, {ArgKind::Bool, "bool"}};
 inline constexpr int64_t kScalarIntMin = std::numeric_limits<int32_t>::min();
 inline constexpr int64_t kScalarIntMax = std::numeric_limits<int32_t>::max();
+// A float scalar must be finite as Metal's 32-bit float: a larger one would
+// reach the kernel as inf, which a converted model cannot bake as a literal.
+inline constexpr double kScalarFloatMax = std::numeric_limits<float>::max();
 // The argument kind of a character; nullopt for any other character.
 std::optional<ArgKind> arg_kind(char c);
 

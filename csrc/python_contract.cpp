@@ -42,6 +42,7 @@ void add_contract(py::module_& m) {
   c.attr("SCALAR_KINDS") = scalar_kinds;
   c.attr("SCALAR_INT_MIN") = kScalarIntMin;
   c.attr("SCALAR_INT_MAX") = kScalarIntMax;
+  c.attr("SCALAR_FLOAT_MAX") = kScalarFloatMax;
 
   py::dict metal_types;
   py::list strided_view;

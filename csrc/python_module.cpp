@@ -83,6 +83,18 @@ PYBIND11_MODULE(_C, m) {
   m.def("_metal_fidelity_enabled", &coreai_torch::cpu::metal_fidelity_enabled,
         "Whether kernels compiled now refuse what Metal refuses (COREAI_TORCH_METAL_FIDELITY).");
   m.def(
+      "_refuse_non_metal_in_asset",
+      [](const std::string& kernel, const std::string& rendering) {
+        coreai_torch::cpu::refuse_non_metal(
+            kernel, coreai_torch::cpu::find_non_metal_constructs(rendering),
+            "it is not written into a Core AI asset (set COREAI_TORCH_METAL_FIDELITY=0 to "
+            "convert it anyway)");
+      },
+      pybind11::arg("kernel"), pybind11::arg("rendering"),
+      "Raises the MetalCompileError of the source checks of Metal fidelity (metal_fidelity.h) "
+      "for a buffer rendering of `kernel`, worded for the converter; returns if they find "
+      "nothing.");
+  m.def(
       "_complete_x86_division",
       [](const std::string& code, std::vector<uint64_t> gpr) {
         // For tests: the code bytes are copied into a buffer followed by

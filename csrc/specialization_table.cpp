@@ -33,10 +33,13 @@ constexpr int64_t kReleaseGilThreads = int64_t{1} << 16;
 // Tensors whose memory does not hold their values (a lazily negated or
 // conjugated view, a ZeroTensor), and tensor subclasses: the dispatcher
 // resolves the first kind before the op's kernel runs and hands the second to
-// its Python handler, so such a call takes the op.
-const c10::DispatchKeySet kNeedsDispatcher{c10::DispatchKey::Negative,
-                                           c10::DispatchKey::Conjugate,
-                                           c10::DispatchKey::ZeroTensor, c10::DispatchKey::Python};
+// its Python handler, so such a call takes the op. Sparse, mkldnn and nested
+// tensors have no strided memory a kernel can read: the call's checks
+// (call_checks.py) refuse them.
+const c10::DispatchKeySet kNeedsDispatcher{
+    c10::DispatchKey::Negative, c10::DispatchKey::Conjugate,  c10::DispatchKey::ZeroTensor,
+    c10::DispatchKey::Python,   c10::DispatchKey::Sparse,     c10::DispatchKey::SparseCsr,
+    c10::DispatchKey::MkldnnCPU, c10::DispatchKey::NestedTensor};
 
 // One registered specialization: what a call must match, and what it launches.
 struct Entry {
@@ -111,9 +114,10 @@ struct Call {
 
 // Reads `inputs`, `grid`, `group` and `result_shapes`; false when the call
 // needs the op: a value of another type than the signature's, an int outside
-// Metal's int, a non-finite float, a tensor the dispatcher must see first, a
-// tensor that autograd records (`plain_only`), tensors on several devices or
-// one without a backend, a grid or threadgroup out of range.
+// Metal's int, a float outside Metal's float (inf, nan, 1e39), a tensor the
+// dispatcher must see first, a tensor that autograd records (`plain_only`),
+// tensors on several devices or one without a backend, a grid or threadgroup
+// out of range.
 bool read_call(const SpecializationTable& table, PyObject* inputs, PyObject* grid,
                PyObject* group, PyObject* result_shapes, bool plain_only, Call& call) {
   const std::string& kinds = table.arg_kinds;
@@ -148,7 +152,8 @@ bool read_call(const SpecializationTable& table, PyObject* inputs, PyObject* gri
       case ArgKind::Float: {
         if (!PyFloat_CheckExact(obj)) return false;
         const double v = PyFloat_AS_DOUBLE(obj);
-        if (!std::isfinite(v)) return false;
+        // Also false for inf and nan: a value float cannot hold is refused.
+        if (!(std::fabs(v) <= kScalarFloatMax)) return false;
         call.scalars.emplace_back(v);
         break;
       }

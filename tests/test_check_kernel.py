@@ -11,6 +11,7 @@ import torch
 
 from coreai_torch import Example, TorchMetalKernel, check_kernel
 from coreai_torch.checker import _edge
+from coreai_torch.cli import main
 
 try:
     from coreai.authoring import MetalParameter
@@ -192,9 +193,9 @@ EXAMPLES = {
 """
 
 
-def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+def _cli(tmp_path: Path, *args: str, extra: str = "") -> subprocess.CompletedProcess:
     path = tmp_path / "kernels.py"
-    path.write_text(textwrap.dedent(KERNEL_FILE))
+    path.write_text(textwrap.dedent(KERNEL_FILE) + extra)
     return subprocess.run(
         [sys.executable, "-m", "coreai_torch", "check", *[a.format(path=path) for a in args]],
         capture_output=True,
@@ -221,3 +222,21 @@ def test_the_check_command_names_a_missing_kernel(tmp_path: Path) -> None:
     run = _cli(tmp_path, "{path}:nothing")
     assert run.returncode == 2
     assert "defines no kernel 'nothing'" in run.stdout
+
+
+def test_a_file_that_exits_at_import_fails_the_check(tmp_path: Path, capsys) -> None:
+    # An unguarded unittest.main() ends the file this way, with status 0 when
+    # no test failed: the command must not pass having checked nothing.
+    path = tmp_path / "exits.py"
+    path.write_text(textwrap.dedent(KERNEL_FILE) + "\nimport sys\nsys.exit(0)\n")
+    assert main(["check", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"check: {path} called sys.exit(0) before its kernels were all checked")
+    assert "kernel 'cli_good'" not in out  # nothing ran
+
+
+def test_a_file_that_calls_os_exit_fails_the_check(tmp_path: Path) -> None:
+    # os._exit ends a process without raising: run in a child, whose status is the verdict.
+    run = _cli(tmp_path, "{path}", extra="\nimport os\nos._exit(0)\n")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "called os._exit(0) before its kernels were all checked" in run.stdout

@@ -189,7 +189,11 @@ def test_buffer_rendering_keeps_scalars_as_parameters():
 
 @pytest.mark.parametrize(
     ("value", "typ", "message"),
-    [(2**31, int, "does not fit"), (float("nan"), float, "not finite")],
+    [
+        (2**31, int, "does not fit"),
+        (float("nan"), float, "not finite"),
+        (1e39, float, "not finite as Metal's 32-bit float"),
+    ],
 )
 def test_unbakeable_scalars(value, typ, message):
     values = {"n": 1, "scale": 1.0, "negate": False}

@@ -5,20 +5,24 @@ import doctest
 import pytest
 
 import coreai_torch.contract
+import coreai_torch.converter.converter
 import coreai_torch.examples
 import coreai_torch.kernel
 import coreai_torch.modes
 import coreai_torch.runtime
+import coreai_torch.user_files
 
 
 @pytest.mark.parametrize(
     "module",
     [
         coreai_torch.contract,
+        coreai_torch.converter.converter,
         coreai_torch.examples,
         coreai_torch.kernel,
         coreai_torch.modes,
         coreai_torch.runtime,
+        coreai_torch.user_files,
     ],
     ids=lambda m: m.__name__,
 )

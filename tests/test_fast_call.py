@@ -11,11 +11,13 @@ errors as before it.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
 import time
 import uuid
+import warnings
 
 import pytest
 import torch
@@ -113,6 +115,11 @@ def test_fast_launch_declines_what_it_does_not_handle(scaled):
         ((x, y, 3, 0.5, 1), grid, group, [[8]]),  # int for a bool
         ((x, y, 2**31, 0.5, True), grid, group, [[8]]),  # outside int32
         ((x, y, 3, float("nan"), True), grid, group, [[8]]),
+        ((x, y, 3, 1e39, True), grid, group, [[8]]),  # inf as a 32-bit float
+        ((x, y, 3, -1e39, True), grid, group, [[8]]),
+        ((x.to_sparse(), y, 3, 0.5, True), grid, group, [[8]]),  # no strided memory
+        ((x.to_mkldnn(), y, 3, 0.5, True), grid, group, [[8]]),
+        ((torch.nested.as_nested_tensor([x]), y, 3, 0.5, True), grid, group, [[8]]),
         ((x, torch.nn.Parameter(y), 3, 0.5, True), grid, group, [[8]]),  # a subclass
         ((x, y, 3, 0.5, True), (8, 1), group, [[8]]),
         ((x, y, 3, 0.5, True), grid, (8, 1, 0), [[8]]),
@@ -162,6 +169,23 @@ def test_errors_after_warm_up_are_unchanged(scaled):
         call_scaled(scaled, x, y, k=2**31)
     with pytest.raises(ValueError, match="float input 's' = inf is not finite"):
         call_scaled(scaled, x, y, s=float("inf"))
+    # Finite as a Python float, inf as Metal's: refused like inf.
+    for big in (1e39, -1e39, 10**39):
+        says = re.escape(f"float input 's' = {big} does not fit Metal's 32-bit float")
+        with pytest.raises(ValueError, match=says):
+            call_scaled(scaled, x, y, s=big)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # nested tensors are a prototype
+        odd_layouts = {
+            "has layout torch.sparse_coo": x.to_sparse(),
+            "has layout torch.sparse_csr": x.reshape(2, 4).to_sparse_csr(),
+            "has layout torch._mkldnn": x.to_mkldnn(),
+            "is a nested tensor": torch.nested.as_nested_tensor([x]),
+            "is a nested tensor,": torch.nested.nested_tensor([x, x[:4]], layout=torch.jagged),
+        }
+    for says, tensor in odd_layouts.items():
+        with pytest.raises(TypeError, match=f"kernel 'fast_scaled_sum': input 'x' {says}"):
+            call_scaled(scaled, tensor, y)
     with pytest.raises(ValueError, match=r"threads_per_thread_group entries must be in \[1, "):
         scaled(
             x,

@@ -5,11 +5,13 @@ from __future__ import annotations
 import inspect
 import shutil
 import subprocess
+import warnings
 
 import pytest
 import torch
 
 from coreai_torch import _C, MetalParameter, TorchMetalKernel, validation
+from coreai_torch.contract import Specialization, TensorArg, render_coreai_source
 
 ID = [MetalParameter("id", "uint", "thread_position_in_grid")]
 CALL = {"threads_per_grid": (4, 1, 1), "threads_per_thread_group": (4, 1, 1)}
@@ -424,3 +426,75 @@ def test_every_macro_the_cpu_backend_sees_is_refused_or_usable_as_a_name():
         )
         out = kernel(*[x] * len(names), result_shapes=[[4]], **CALL)
         torch.testing.assert_close(out, x * len(names), msg=f"names {names}")
+
+
+# C++20's keywords (the CPU and CUDA backends compile C++23) and the
+# preprocessor's `defined` (the rendering's `#undef <name>` of every parameter
+# would be an error): refused at construction, not when the kernel compiles.
+@pytest.mark.parametrize(
+    "name",
+    [
+        "defined",
+        "requires",
+        "concept",
+        "co_await",
+        "co_yield",
+        "co_return",
+        "consteval",
+        "constinit",
+        "char8_t",
+    ],
+)
+def test_names_that_fail_in_generated_code_are_refused_at_construction(name):
+    with pytest.raises(ValueError, match=f"input name '{name}' is a reserved word"):
+        make(inputs=(name,), src="out[id] = 0;")
+
+
+def test_a_placeholder_inside_a_longer_identifier_is_replaced_with_a_warning():
+    # Apple documents a plain replacement and its package does it (with T,
+    # INFINITY becomes INFINIfloatY); the warning names the identifier.
+    with pytest.warns(
+        UserWarning,
+        match=r"placeholder 'T' of input 'x' is part of the longer identifiers 'INFINITY' "
+        r"\(line 2\) in src, where it is replaced too",
+    ):
+        k = make(
+            name="val_tmpl_inner",
+            src="// T in a comment is no identifier\nout[id] = x[id] < T(0) ? -INFINITY : x[id];",
+            template_dtypes={"x": "T"},
+        )
+    spec = Specialization(
+        (TensorArg("x", 1, torch.float32),), (TensorArg("out", 1, torch.float32),)
+    )
+    _, source = render_coreai_source(k.definition, spec)
+    assert "x[id] < float(0) ? -INFINIfloatY : x[id];" in source
+
+
+def test_placeholders_are_replaced_in_input_order_as_apples_package_does():
+    # Apple's package replaces in input order whatever the dict's order, so T
+    # (of x) is replaced inside T_Y first. Its output for this source, with x
+    # float16 and y float32: "half_Y yv = y[id]; half xv = x[id]; ...".
+    with pytest.warns(
+        UserWarning, match=r"'T' of input 'x' is part of the longer identifiers 'T_Y'"
+    ):
+        k = make(
+            name="val_tmpl_order",
+            inputs=("x", "y"),
+            defn=binary,
+            src="T_Y yv = y[id]; T xv = x[id]; out[id] = xv + yv;",
+            template_dtypes={"y": "T_Y", "x": "T"},
+        )
+    spec = Specialization(
+        (TensorArg("x", 1, torch.float16), TensorArg("y", 1, torch.float32)),
+        (TensorArg("out", 1, torch.float32),),
+    )
+    _, source = render_coreai_source(k.definition, spec)
+    assert "half_Y yv = y[id]; half xv = x[id]; out[id] = xv + yv;" in source
+
+
+def test_whole_placeholders_give_no_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        make(
+            name="val_tmpl_whole", src="out[id] = T(2) * x[id]; // TODO", template_dtypes={"x": "T"}
+        )

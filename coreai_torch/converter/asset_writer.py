@@ -17,6 +17,12 @@ destination (same file system, so the final rename is atomic) named
 - Before writing, the free space is compared with what the program's tensors
   need, so that a disk that is too full is reported before the serializer runs
   into it.
+- Only a Core AI asset (a directory holding only the files Core AI's serializer
+  writes) or an empty directory at the destination is replaced. A file, another
+  directory and a symbolic link (dangling or not) are refused with an error that
+  names them, and nothing is created. The old asset is moved into the staging
+  directory before the new one takes its place and checked again there, so
+  something put at the destination during the conversion is not deleted either.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import errno
 import fcntl
 import os
 import shutil
+import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +39,10 @@ from typing import Any
 
 # Room for the program text and the asset's metadata, beyond the tensor data.
 _SIZE_MARGIN = 64 << 10
+
+# What coreai-core's AIProgram.save_asset writes into an asset directory (the
+# program under the name "main" whatever its entry points are called).
+_ASSET_FILES = frozenset({"main.hash", "main.mlirb", "metadata.json"})
 
 
 class AssetWriteError(OSError):
@@ -48,9 +59,14 @@ def write_asset_atomically(program: Any, destination: Path, data_bytes: int = 0)
 
     ``data_bytes`` (the size of the program's constants, if known) lets a disk
     that is too full be refused up front. An existing asset at ``destination``
-    is replaced; until the new one is complete, the old one stays.
+    is replaced; until the new one is complete, the old one stays. Anything
+    else there is refused (:func:`destination_refusal`) with ``AssetWriteError``.
     """
-    destination = destination.resolve()
+    # The directories above may be links (resolved); the destination itself is not followed.
+    destination = destination.absolute().parent.resolve() / destination.name
+    refusal = destination_refusal(destination)
+    if refusal is not None:
+        raise AssetWriteError(errno.EEXIST, refusal)
     try:
         destination.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_staging(destination)
@@ -58,11 +74,7 @@ def write_asset_atomically(program: Any, destination: Path, data_bytes: int = 0)
         with _locked_staging(destination) as staging:
             built = staging / destination.name
             program.save_asset(built)
-            if destination.exists():
-                # A directory cannot be replaced in one rename: move the old
-                # one into the staging directory first; it goes with it.
-                os.replace(destination, staging / "previous")
-            os.replace(built, destination)
+            _replace(destination, built, staging / _previous_name(destination))
     except AssetWriteError:
         raise
     except Exception as exc:
@@ -74,12 +86,99 @@ def write_asset_atomically(program: Any, destination: Path, data_bytes: int = 0)
         ) from exc
 
 
+def destination_refusal(destination: Path) -> str | None:
+    """Why ``destination`` must not be written (or replaced), or None if it may be.
+
+    It may be written if nothing is there, or an empty directory, or a Core AI
+    asset; the directories above it must be directories or not exist yet.
+    """
+    if not os.path.lexists(destination):
+        return _parent_refusal(destination)
+    problem = _not_an_asset(destination)
+    if problem is None:
+        return None
+    return f"{destination} {problem}; {_LEFT_ALONE}"
+
+
+_LEFT_ALONE = "it is left as it is: write the asset elsewhere, or move it away first"
+
+
+def _not_an_asset(path: Path) -> str | None:
+    """What ``path`` is if it is not a Core AI asset or an empty directory, else None."""
+    try:
+        info = os.lstat(path)
+    except OSError as exc:
+        return f"cannot be examined ({exc.strerror})"
+    if stat.S_ISLNK(info.st_mode):
+        dangling = "" if os.path.exists(path) else " (which does not exist)"
+        return (
+            f"is a symbolic link to {os.readlink(path)}{dangling}, and an asset is not "
+            "written through a link"
+        )
+    if not stat.S_ISDIR(info.st_mode):
+        return "is a file, not a Core AI asset"
+    foreign = _foreign_entries(path)
+    if not foreign:
+        return None
+    more = f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+    return f"is a directory that is not a Core AI asset (it holds {', '.join(foreign[:5])}{more})"
+
+
+def _parent_refusal(destination: Path) -> str | None:
+    """Why the directories above a ``destination`` that does not exist cannot hold it."""
+    for parent in destination.absolute().parents:
+        if os.path.lexists(parent):
+            if os.path.isdir(parent):
+                return None
+            return f"cannot write {destination}: {parent} is not a directory"
+    return None
+
+
+def _foreign_entries(directory: Path) -> list[str]:
+    """What ``directory`` holds that Core AI's serializer does not write (empty: an asset)."""
+    from coreai.authoring import AIModelAsset
+
+    try:
+        entries = sorted(os.listdir(directory))
+    except OSError as exc:
+        return [f"entries that cannot be listed ({exc.strerror})"]
+    foreign = [
+        name
+        for name in entries
+        if name not in _ASSET_FILES or not stat.S_ISREG(os.lstat(directory / name).st_mode)
+    ]
+    if entries and not foreign and not AIModelAsset.is_valid(directory):
+        foreign = [f"{', '.join(entries)}, which Core AI does not read as an asset"]
+    return foreign
+
+
+def _replace(destination: Path, built: Path, previous: Path) -> None:
+    """Rename ``built`` to ``destination``; what was there goes to ``previous``.
+
+    A directory cannot be replaced in one rename, so the old asset is moved
+    into the staging directory first (it is deleted with it). It is checked
+    again once there, where nothing else can swap it: what took its place since
+    ``destination_refusal`` looked is put back, and the write refused.
+    """
+    try:
+        os.rename(destination, previous)  # moves a link itself, never its target
+    except FileNotFoundError:
+        pass
+    else:
+        problem = _not_an_asset(previous)
+        if problem is not None:
+            if not os.path.lexists(destination):
+                os.rename(previous, destination)
+            raise AssetWriteError(errno.EEXIST, f"{destination} {problem}; {_LEFT_ALONE}")
+    os.rename(built, destination)
+
+
 def remove_stale_staging(destination: Path) -> list[Path]:
     """Remove the staging directories of ``destination`` whose writer is gone; return them."""
     removed = []
     prefix = staging_prefix(destination)
     for candidate in destination.parent.glob(f"{prefix}*"):
-        if not candidate.is_dir() or candidate.is_symlink():
+        if not _is_staging(candidate, destination):
             continue
         try:
             fd = os.open(candidate, os.O_RDONLY | os.O_DIRECTORY)
@@ -96,6 +195,27 @@ def remove_stale_staging(destination: Path) -> list[Path]:
         finally:
             os.close(fd)
     return removed
+
+
+def _previous_name(destination: Path) -> str:
+    # The asset a write replaces, in its staging directory; Core AI recognises
+    # an asset by its extension too.
+    return f"previous{destination.suffix}"
+
+
+def _is_staging(candidate: Path, destination: Path) -> bool:
+    """Whether ``candidate`` is what a writer of ``destination`` made: a directory of
+    this user's holding at most the asset being built and the one it replaced."""
+    try:
+        info = os.lstat(candidate)
+        entries = set(os.listdir(candidate)) if stat.S_ISDIR(info.st_mode) else None
+    except OSError:
+        return False
+    return (
+        entries is not None
+        and info.st_uid == os.getuid()
+        and entries <= {destination.name, _previous_name(destination)}
+    )
 
 
 @contextmanager

@@ -10,10 +10,14 @@ Every ``TorchMetalKernel`` defined at the top level of the file (or returned by
 an optional ``kernels()`` function) is registered with the converter. The asset
 is written by ``asset_writer.py``: staged beside the destination and renamed
 into place, so an interrupted run never leaves a half-written asset behind, and
-the staging directory of a killed run is removed by the next run.
+the staging directory of a killed run is removed by the next run. What is at
+the destination is replaced only if it is a Core AI asset; anything else (a
+file, another directory, a symbolic link) is refused before the model file runs.
 
-Exit codes: 0 written; 1 the model file, the export or the conversion failed,
-or the asset could not be written; 2 bad command-line arguments.
+Exit codes: 0 written; 1 the model file, the export or the conversion failed
+(a model file that calls ``sys.exit`` or ``os._exit`` fails it), or the asset
+could not be written; 2 bad command-line arguments, or a destination that is
+not to be replaced.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .asset_writer import AssetWriteError, write_asset_atomically
+from ..user_files import UserFileExited, exits_raise
+from .asset_writer import AssetWriteError, destination_refusal, write_asset_atomically
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,7 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="destination .aimodel directory (default: the model file's name with .aimodel)",
     )
-    parser.add_argument("--entrypoint", default="main", help="entry point name (default: main)")
+    parser.add_argument(
+        "--entrypoint",
+        default="main",
+        type=_entrypoint_name,
+        help="entry point name (default: main)",
+    )
     parser.add_argument("--input-names", help="comma-separated names of the model inputs")
     parser.add_argument("--output-names", help="comma-separated names of the model outputs")
     parser.add_argument(
@@ -61,17 +71,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if output.suffix != ".aimodel":
         print(f"error: the output must end in .aimodel, got {output}", file=sys.stderr)
         return 2
+    refusal = destination_refusal(output)
+    if refusal is not None:
+        print(f"error: {refusal}", file=sys.stderr)
+        return 2
     try:
-        module = _load_model_file(args.model_file)
-        program, data_bytes = _convert(module, args)
+        with exits_raise(args.model_file):
+            module = _load_model_file(args.model_file)
+            program, data_bytes = _convert(module, args)
     except _UserError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    except SystemExit as exit_:
+    except UserFileExited as exited:
         print(
-            f"error: {args.model_file} called sys.exit({exit_.code!r}) before the model was "
-            "converted; get_model(), example_inputs() and the model itself must return "
-            "normally. Nothing was written.",
+            f"error: {exited} before the model was converted; get_model(), example_inputs() "
+            "and the model itself must return normally. Nothing was written.",
             file=sys.stderr,
         )
         return 1
@@ -93,6 +107,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 class _UserError(Exception):
     pass
+
+
+def _entrypoint_name(text: str) -> str:
+    from .converter import check_entrypoint_name
+
+    try:
+        return check_entrypoint_name(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _load_model_file(path: Path) -> ModuleType:

@@ -184,6 +184,7 @@ class TorchConverter:
                 "add_exported_program expects a torch.export.ExportedProgram, got "
                 f"{type(exported_program).__name__}"
             )
+        check_entrypoint_name(entrypoint_name)
         if state_names:
             raise NotImplementedError(
                 f"entry point {entrypoint_name!r}: state_names were given, but this converter "
@@ -295,6 +296,23 @@ class TorchConverter:
         entries = ", ".join(e.entrypoint_name for e in self._entries) or "none"
         kernels = ", ".join(self._kernels) or "none"
         return f"TorchConverter(entry points: {entries}; kernels: {kernels})"
+
+
+def check_entrypoint_name(name: object) -> str:
+    """``name`` if it can name an entry point of a saved asset; ``ValueError`` if not.
+
+    Core AI's runtime cannot load an asset with an entry point named ``""``
+    (it stops the process), so that name is refused before anything is built.
+
+    >>> check_entrypoint_name("main")
+    'main'
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(
+            f"entrypoint_name must be a non-empty string, got {name!r}: Core AI's runtime "
+            "cannot load an asset whose entry point has no name. Use a name such as 'main'."
+        )
+    return name
 
 
 def _rewrite(module: MLIRModule) -> None:

@@ -39,7 +39,15 @@ from coreai._compiler.dialects._coreaix_ops_gen import (
 from coreai._compiler.ir import RankedTensorType, Type, Value
 from coreai.authoring.tensor_type import TensorType as _TensorTypeFacade
 
-from ..contract import ScalarArg, Specialization, TensorArg, render_coreai_source
+from .. import _C
+from ..contract import (
+    ScalarArg,
+    Specialization,
+    TensorArg,
+    render_buffer_source,
+    render_coreai_source,
+)
+from ..errors import reraise_compile_error
 from . import dtypes
 from .lowering_context import LoweringContext
 
@@ -95,6 +103,7 @@ def _lower_call(kernel: Any, ctx: LoweringContext, node: fx.Node) -> Value | lis
             for name, fake in zip(kernel.result_names, result_fakes, strict=True)
         ),
     )
+    _refuse_non_metal(kernel, spec)
     entry, source = render_coreai_source(kernel.definition, spec, scalar_values=scalar_values)
 
     kernel_args = [
@@ -125,6 +134,27 @@ def _lower_call(kernel: Any, ctx: LoweringContext, node: fx.Node) -> Value | lis
     if isinstance(node.meta.get("val"), list | tuple):
         return results
     return results[0]
+
+
+def _refuse_non_metal(kernel: Any, spec: Specialization) -> None:
+    """Refuses a kernel whose source Metal would not compile, as the eager backends do.
+
+    The checks read the buffer rendering of the same specialization: its
+    user text (src and helper_src, placeholders replaced) is the asset's, and
+    its #line directives tell that text apart. They are the checks of the
+    source (metal_fidelity.h); what only a compile finds (recursion,
+    variable-length arrays, threadgroup memory, refused words a macro makes)
+    the converter does not compile for. COREAI_TORCH_METAL_FIDELITY=0 turns
+    them off here too.
+    """
+    if not _C._metal_fidelity_enabled():
+        return
+    _, rendering = render_buffer_source(kernel.definition, spec)
+    try:
+        _C._refuse_non_metal_in_asset(kernel.name, rendering)
+    except RuntimeError as exc:
+        reraise_compile_error(exc)
+        raise
 
 
 def _result_fakes(kernel: Any, node: fx.Node) -> list[torch.Tensor]:

@@ -24,6 +24,54 @@ constexpr const char* kAddressSpaces = "MSL specification §4 \"Address Spaces\"
 constexpr const char* kProgramScope =
     "MSL specification §4.2 \"Constant Address Space\": program-scope variables are constant";
 
+// A word Metal refuses wherever it stands, and why.
+struct RefusedWord {
+  std::string_view word;
+  std::string reason;  // follows "'<word>': "
+};
+
+// The words the scan refuses wherever it finds them. The compile refuses them
+// too where a macro makes them (with_refused_word_guards), which the scan cannot see.
+const std::vector<RefusedWord>& refused_words() {
+  static const std::vector<RefusedWord> words = [] {
+    const std::string restrictions(kRestrictions);
+    const std::string exceptions = "Metal has no exceptions (" + restrictions +
+                                   ": exception handling)";
+    const std::string assembly =
+        "Metal has no inline assembly; GPU code is written in MSL only (MSL specification "
+        "§1.5 \"Metal and C++14\")";
+    const std::string rtti = "Metal has no run-time type information (" + restrictions +
+                             ": dynamic_cast, type identification)";
+    return std::vector<RefusedWord>{
+        {"double", "Metal has no double-precision type; use float (" +
+                       std::string(kScalarTypes) + ")"},
+        {"virtual", "Metal has no virtual functions (" + restrictions + ")"},
+        {"throw", exceptions},
+        {"try", exceptions},
+        {"catch", exceptions},
+        {"goto", "Metal has no goto statement; use structured control flow (" + restrictions +
+                     ")"},
+        {"asm", assembly},
+        {"__asm", assembly},
+        {"__asm__", assembly},
+        {"dynamic_cast", rtti},
+        {"typeid", rtti},
+    };
+  }();
+  return words;
+}
+
+const RefusedWord* refused_word(std::string_view w) {
+  for (const RefusedWord& r : refused_words()) {
+    if (r.word == w) return &r;
+  }
+  return nullptr;
+}
+
+// The rendering's own directive that starts the user's helper_src
+// (contract.py, render_buffer_source); the prelude before it holds no user text.
+constexpr std::string_view kHelperStart = "#line 1 \"helper_src\"\n";
+
 bool is(std::string_view s, const std::vector<Token>& t, size_t k, std::string_view word) {
   return k < t.size() && text(s, t[k]) == word;
 }
@@ -145,10 +193,10 @@ std::vector<bool> lines_metal_skips(std::string_view source) {
   for (std::string_view line : split_lines(source)) {
     std::string_view t = line;
     while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
-    bool directive = t.starts_with("#");
+    const size_t introducer = directive_introducer(t, 0);
     std::string_view word, rest;
-    if (directive) {
-      t.remove_prefix(1);
+    if (introducer > 0) {
+      t.remove_prefix(introducer);
       while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
       size_t n = 0;
       while (n < t.size() && std::isalpha(static_cast<unsigned char>(t[n]))) ++n;
@@ -208,6 +256,7 @@ class Finder {
     check_global_calls(t);
     check_program_scope_threadgroup(t);
     check_includes();
+    check_line_directives();
     std::sort(found_.begin(), found_.end(), [](const auto& a, const auto& b) {
       return std::tie(a.where.file, a.where.line, a.where.column) <
              std::tie(b.where.file, b.where.line, b.where.column);
@@ -232,9 +281,8 @@ class Finder {
       if (t[k].kind != TokenKind::Identifier) continue;
       const std::string_view w = text(s_, t[k]);
       const std::string name(w);
-      if (w == "double") {
-        add(t[k].begin, "'double': Metal has no double-precision type; use float (" +
-                            std::string(kScalarTypes) + ")");
+      if (const RefusedWord* refused = refused_word(w)) {
+        add(t[k].begin, "'" + name + "': " + refused->reason);
       } else if (w == "new") {
         add(t[k].begin, "'new': Metal has no dynamic memory allocation; use a local array, "
                         "threadgroup memory or a result tensor (" +
@@ -242,22 +290,6 @@ class Finder {
       } else if (w == "delete" && !is(s_, t, k - 1, "=")) {
         add(t[k].begin, "'delete': Metal has no dynamic memory allocation (" +
                             std::string(kRestrictions) + ": new and delete)");
-      } else if (w == "virtual") {
-        add(t[k].begin, "'virtual': Metal has no virtual functions (" +
-                            std::string(kRestrictions) + ")");
-      } else if (w == "throw" || w == "try" || w == "catch") {
-        add(t[k].begin, "'" + name + "': Metal has no exceptions (" + std::string(kRestrictions) +
-                            ": exception handling)");
-      } else if (w == "goto") {
-        add(t[k].begin, "'goto': Metal has no goto statement; use structured control flow (" +
-                            std::string(kRestrictions) + ")");
-      } else if (w == "asm" || w == "__asm" || w == "__asm__") {
-        add(t[k].begin, "'" + name +
-                            "': Metal has no inline assembly; GPU code is written in MSL "
-                            "only (MSL specification §1.5 \"Metal and C++14\")");
-      } else if (w == "dynamic_cast" || w == "typeid") {
-        add(t[k].begin, "'" + name + "': Metal has no run-time type information (" +
-                            std::string(kRestrictions) + ": dynamic_cast, type identification)");
       } else if (w == "thread_local") {
         add(t[k].begin,
             "'thread_local': Metal has no thread_local storage; a local variable is already "
@@ -272,6 +304,28 @@ class Finder {
                         "metal (metal::min, metal::array, metal::numeric_limits, ...) (" +
                             std::string(kRestrictions) + ")");
       }
+    }
+  }
+
+  // A `#line` directive of the user's that names a file other than src or
+  // helper_src would take the lines after it out of the user's text, and out
+  // of these checks. The rendering's own directives name one such file (the
+  // generated signature, on the line before `[[kernel]]`); any other is the user's.
+  void check_line_directives() {
+    const std::vector<size_t>& foreign = map_.foreign_directives();
+    if (foreign.size() < 2) return;
+    size_t own = foreign.front();
+    for (const size_t at : foreign) {
+      const size_t eol = s_.find('\n', at);
+      if (eol != std::string_view::npos && s_.substr(eol + 1).starts_with("[[kernel]]")) own = at;
+    }
+    for (const size_t at : foreign) {
+      if (at == own) continue;
+      const size_t eol = std::min(s_.find('\n', at), s_.size());
+      add(at, std::string(s_.substr(at, eol - at)) +
+                  ": a #line directive in src or helper_src may name only src or helper_src; "
+                  "another file name would take the lines after it out of the kernel's own "
+                  "text, which these checks and compile errors follow");
     }
   }
 
@@ -352,24 +406,37 @@ class Finder {
     }
   }
 
+  // #include, #import and #include_next of a header that is not Metal's
+  // (<...>), of a file ("..."), or of a macro; #embed of anything. A Metal
+  // kernel compiled from source (the MPS backend, a Core AI asset) is compiled
+  // without a file system: only Metal's own headers can be included.
   void check_includes() {
-    const std::vector<Token> all = tokenize(s_, true);
-    for (size_t k = 0; k + 2 < all.size(); ++k) {
-      if (text(s_, all[k]) != "#" || text(s_, all[k + 1]) != "include" ||
-          !map_.in_user_text(all[k].begin) || skipped(all[k].begin)) {
-        continue;
+    for (const Directive& d : directives(s_)) {
+      if (!map_.in_user_text(d.begin) || skipped(d.begin)) continue;
+      const bool include = d.name == "include" || d.name == "import" || d.name == "include_next";
+      if (!include && d.name != "embed") continue;
+      const std::string what = "#" + d.name + " " + d.rest;
+      if (d.name == "embed") {
+        add(d.begin, what + ": Metal has no #embed; a kernel compiled from source reads no "
+                            "files. Pass the data as a tensor input (" +
+                         std::string(kRestrictions) + ")");
+      } else if (d.rest.starts_with("<")) {
+        const size_t close = d.rest.find('>');
+        const std::string header = d.rest.substr(1, close == std::string::npos ? close : close - 1);
+        if (d.name == "include_next" || !is_metal_header(header)) {
+          add(d.begin, "#" + d.name + " <" + header +
+                           ">: not a Metal header; Metal has neither the C nor the C++ "
+                           "standard library, its own headers are <metal_stdlib>, "
+                           "<metal_tensor>, ... (" +
+                           std::string(kRestrictions) + ")");
+        }
+      } else if (d.rest.starts_with("\"")) {
+        add(d.begin, what + ": a kernel compiled from source (on the GPU, or in a Core AI "
+                            "asset) has no files to include; put the code in helper_src");
+      } else {
+        add(d.begin, what + ": an include named by a macro; name a Metal header "
+                            "(#include <metal_stdlib>, ...) directly");
       }
-      if (text(s_, all[k + 2]) != "<") continue;
-      const size_t close = s_.find('>', all[k + 2].end);
-      const size_t eol = s_.find('\n', all[k + 2].end);
-      if (close == std::string_view::npos || close > eol) continue;
-      const std::string_view header = s_.substr(all[k + 2].end, close - all[k + 2].end);
-      if (is_metal_header(header)) continue;
-      add(all[k].begin, "#include <" + std::string(header) +
-                            ">: not a Metal header; Metal has neither the C nor the C++ "
-                            "standard library, its own headers are <metal_stdlib>, "
-                            "<metal_tensor>, ... (" +
-                            std::string(kRestrictions) + ")");
     }
   }
 
@@ -421,11 +488,17 @@ LineMap::LineMap(std::string_view source) {
     if (end == std::string_view::npos) end = source.size();
     lines_.push_back({begin, file, number});
     std::string_view line = source.substr(begin, end - begin);
-    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+    const size_t indent = std::min(line.find_first_not_of(" \t"), line.size());
+    const size_t directive = begin + indent;  // where a directive on this line starts
+    line.remove_prefix(indent);
     ++number;
-    if (line.starts_with("#line ")) {
+    const size_t introducer = directive_introducer(line, 0);
+    line.remove_prefix(introducer);
+    line.remove_prefix(std::min(line.find_first_not_of(" \t"), line.size()));
+    if (introducer > 0 && line.starts_with("line") && line.size() > 4 &&
+        (line[4] == ' ' || line[4] == '\t')) {
       // `#line N "file"`: the next line is line N of file.
-      line.remove_prefix(6);
+      line.remove_prefix(5);
       number = std::atoi(std::string(line).c_str());
       const size_t q1 = line.find('"');
       const size_t q2 = q1 == std::string_view::npos ? q1 : line.find('"', q1 + 1);
@@ -434,6 +507,7 @@ LineMap::LineMap(std::string_view source) {
         auto it = std::find(files_.begin(), files_.end(), name);
         file = static_cast<int>(it - files_.begin());
         if (it == files_.end()) files_.push_back(name);
+        if (!is_user_file(name)) foreign_.push_back(directive);
       }
     }
     if (end == source.size()) break;
@@ -533,8 +607,35 @@ const std::vector<std::string>& fidelity_compile_flags() {
   // directly or through others inlined into them, with their source position.
   // Variable-length arrays are a clang extension to C++ that Metal lacks.
   // (The cost remarks come only with the inliner's own remarks enabled.)
-  static const std::vector<std::string> flags{"-Rpass-missed=inline", "-Werror=vla"};
+  // The macro switches on the guards of refused_word_guards.
+  static const std::vector<std::string> flags{"-Rpass-missed=inline", "-Werror=vla",
+                                              "-D" + std::string(kFidelityMacro)};
   return flags;
+}
+
+std::string with_refused_word_guards(std::string_view rendering) {
+  const size_t at = rendering.find(kHelperStart);
+  if (at == std::string_view::npos || (at > 0 && rendering[at - 1] != '\n')) {
+    return std::string(rendering);
+  }
+  std::string define = "#ifdef " + std::string(kFidelityMacro) + "\n#line 1 \"fidelity_guards\"\n";
+  std::string undefine = "#ifdef " + std::string(kFidelityMacro) + "\n";
+  for (const RefusedWord& r : refused_words()) {
+    std::string reason = r.reason;
+    std::replace(reason.begin(), reason.end(), '"', '\'');  // the pragma's text is a string
+    const std::string word(r.word);
+    define += "#define " + word + " _Pragma(\"GCC error \\\"'" + word + "' (made by a macro): " +
+              reason + "; set COREAI_TORCH_METAL_FIDELITY=0 to run it anyway\\\"\") " + word +
+              "\n";
+    undefine += "#undef " + word + "\n";
+  }
+  define += "#endif\n";
+  undefine += "#endif\n";
+  std::string out;
+  out.reserve(rendering.size() + define.size() + undefine.size() + 1);
+  out.append(rendering.substr(0, at)).append(define).append(rendering.substr(at));
+  if (!out.empty() && out.back() != '\n') out.push_back('\n');
+  return out.append(undefine);
 }
 
 bool metal_fidelity_enabled() {
@@ -546,12 +647,13 @@ bool metal_fidelity_enabled() {
   return !(value == "0" || value == "false" || value == "no" || value == "off");
 }
 
-void refuse_non_metal(const std::string& kernel, const std::vector<NonMetalConstruct>& found) {
+void refuse_non_metal(const std::string& kernel, const std::vector<NonMetalConstruct>& found,
+                      std::string_view consequence) {
   if (found.empty()) return;
   std::string message = std::string(kCompileErrorMarker) + "kernel '" + kernel +
                         "' uses what the Metal compiler refuses, so it would not compile on an "
-                        "Apple GPU; the CPU backend refuses it too (set "
-                        "COREAI_TORCH_METAL_FIDELITY=0 to run it anyway):";
+                        "Apple GPU; " +
+                        std::string(consequence) + ":";
   for (const NonMetalConstruct& c : found) {
     message += "\n" + c.where.file + ":" + std::to_string(c.where.line) + ":" +
                (c.where.column > 0 ? std::to_string(c.where.column) + ":" : std::string()) +

@@ -9,16 +9,20 @@
 // buffer rendering marks with #line directives): `double`, new and delete
 // expressions, alloca, virtual functions, exceptions (throw, try, catch), goto,
 // inline assembly, dynamic_cast and typeid, thread_local, the C++ standard library
-// (std::, `using namespace std`, #include of a header that is not Metal's), a
-// C library function called through `::`, a pointer to a built-in or struct
-// type declared without an address space, and threadgroup variables at
-// program scope.
+// (std::, `using namespace std`, #include of a header that is not Metal's), an
+// #include of a file ("...") or a macro and #embed, a C library function
+// called through `::`, a pointer to a built-in or struct type declared without
+// an address space, threadgroup variables at program scope, and a #line
+// directive naming another file than src or helper_src (which would hide the
+// lines after it from these checks). Directives are read as the preprocessor
+// reads them: `%:` is `#`, and backslash-continued lines are joined.
 //
 // Found elsewhere, because they need the compiler: C library functions called
 // unqualified (deleted declarations, coreai_msl/unavailable.h), recursion (the
 // inliner's remarks, recursion_in_remarks below), variable-length arrays
-// (-Werror=vla) and threadgroup memory beyond 32 KiB (the kernel library's
-// threadgroup notes, threadgroup_memory_overuse below).
+// (-Werror=vla), threadgroup memory beyond 32 KiB (the kernel library's
+// threadgroup notes, threadgroup_memory_overuse below), and the words above
+// that refuse wherever they stand when a macro makes them (with_refused_word_guards).
 //
 // Both the CPU and the CUDA backend compile the buffer rendering through
 // metal_to_cpp (source_scan.h); each calls refuse_non_metal() on the rendering
@@ -78,10 +82,27 @@ const std::vector<std::string>& fidelity_compile_flags();
 // only the CPU could run are then accepted, as before this check existed.
 bool metal_fidelity_enabled();
 
+// What a refusal does, after "so it would not compile on an Apple GPU; ".
+inline constexpr std::string_view kRefusedByBackend =
+    "the CPU backend refuses it too (set COREAI_TORCH_METAL_FIDELITY=0 to run it anyway)";
+
 // Throws the MetalCompileError (c10::Error with kCompileErrorMarker) that
 // names `kernel` and lists `found` as compiler diagnostics (`src:3:5: error:
 // ...`). Does nothing when `found` is empty.
-void refuse_non_metal(const std::string& kernel, const std::vector<NonMetalConstruct>& found);
+void refuse_non_metal(const std::string& kernel, const std::vector<NonMetalConstruct>& found,
+                      std::string_view consequence = kRefusedByBackend);
+
+// The macro fidelity_compile_flags defines.
+inline constexpr std::string_view kFidelityMacro = "COREAI_METAL_FIDELITY";
+
+// `rendering` (a buffer rendering) with, before the user's text, a macro for
+// each word the scan refuses wherever it stands (double, goto, asm, ...) that
+// makes a compile error naming it, and after it their #undef, all under
+// kFidelityMacro. The scan sees the words the user wrote; these catch the
+// ones a macro makes (token pasting `a ## sm`, `#define REAL double`), as
+// Metal sees them after preprocessing. A source that is not a buffer
+// rendering (no `#line 1 "helper_src"`) is returned as it is.
+std::string with_refused_word_guards(std::string_view rendering);
 
 // Where each line of a rendering comes from, by its #line directives.
 class LineMap {
@@ -90,6 +111,8 @@ class LineMap {
   SourcePosition at(size_t offset) const;
   // Whether `offset` lies in the user's own text (src or helper_src).
   bool in_user_text(size_t offset) const;
+  // Offsets of the #line directives that name a file other than src or helper_src.
+  const std::vector<size_t>& foreign_directives() const { return foreign_; }
 
  private:
   struct Line {
@@ -99,6 +122,7 @@ class LineMap {
   };
   std::vector<std::string> files_;
   std::vector<Line> lines_;
+  std::vector<size_t> foreign_;
   const Line& line_of(size_t offset) const;
 };
 

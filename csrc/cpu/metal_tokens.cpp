@@ -33,12 +33,18 @@ std::vector<Token> tokenize(std::string_view s, bool with_directives) {
       ++i;
       continue;
     }
-    if (line_start && c == '#' && !with_directives) {
+    const size_t introducer = line_start ? directive_introducer(s, i) : 0;
+    if (introducer > 0 && !with_directives) {
       // A directive runs to the end of the line, continued by backslashes.
       while (i < s.size() && s[i] != '\n') i += (s[i] == '\\' && i + 1 < s.size()) ? 2 : 1;
       continue;
     }
     line_start = false;
+    if (introducer == 2) {
+      tokens.push_back({TokenKind::Punct, i, i + 2});
+      i += 2;
+      continue;
+    }
     if (c == '/' && i + 1 < s.size() && s[i + 1] == '/') {
       while (i < s.size() && s[i] != '\n') ++i;
       continue;
@@ -74,6 +80,85 @@ std::vector<Token> tokenize(std::string_view s, bool with_directives) {
     i += len;
   }
   return tokens;
+}
+
+size_t directive_introducer(std::string_view s, size_t at) {
+  if (at < s.size() && s[at] == '#') return 1;
+  return s.substr(at, 2) == "%:" ? 2 : 0;
+}
+
+namespace {
+
+// Reads a directive's logical line from `i` (just past its introducer) to the
+// end of the line that does not end in a backslash: splices removed, comments
+// replaced by a space. Returns the offset just past it.
+size_t read_directive_line(std::string_view s, size_t i, std::string& out) {
+  while (i < s.size() && s[i] != '\n') {
+    if (s[i] == '\\' && i + 1 < s.size() && s[i + 1] == '\n') {
+      i += 2;
+    } else if (s.substr(i, 2) == "//") {
+      while (i < s.size() && s[i] != '\n') {
+        i += (s[i] == '\\' && i + 1 < s.size() && s[i + 1] == '\n') ? 2 : 1;
+      }
+    } else if (s.substr(i, 2) == "/*") {
+      const size_t close = s.find("*/", i + 2);
+      i = close == std::string_view::npos ? s.size() : close + 2;
+      out.push_back(' ');
+    } else {
+      out.push_back(s[i++]);
+    }
+  }
+  return i;
+}
+
+std::string trimmed(std::string_view text) {
+  const size_t first = text.find_first_not_of(" \t\r\f\v");
+  if (first == std::string_view::npos) return {};
+  const size_t last = text.find_last_not_of(" \t\r\f\v");
+  return std::string(text.substr(first, last - first + 1));
+}
+
+}  // namespace
+
+std::vector<Directive> directives(std::string_view s) {
+  std::vector<Directive> found;
+  bool line_start = true;  // only whitespace and comments since the logical line began
+  size_t i = 0;
+  while (i < s.size()) {
+    const char c = s[i];
+    if (c == '\n') {
+      line_start = true;
+      ++i;
+    } else if (c == '\\' && i + 1 < s.size() && s[i + 1] == '\n') {
+      i += 2;  // a splice: the logical line goes on
+    } else if (std::isspace(static_cast<unsigned char>(c))) {
+      ++i;
+    } else if (s.substr(i, 2) == "//") {
+      while (i < s.size() && s[i] != '\n') i += (s[i] == '\\' && i + 1 < s.size()) ? 2 : 1;
+    } else if (s.substr(i, 2) == "/*") {
+      const size_t close = s.find("*/", i + 2);
+      i = close == std::string_view::npos ? s.size() : close + 2;
+    } else if (const size_t n = line_start ? directive_introducer(s, i) : 0; n > 0) {
+      std::string line;
+      const size_t begin = i;
+      i = read_directive_line(s, i + n, line);
+      const std::string text = trimmed(line);
+      size_t name_end = 0;
+      while (name_end < text.size() && is_ident_char(text[name_end])) ++name_end;
+      found.push_back(
+          {begin, text.substr(0, name_end), trimmed(std::string_view(text).substr(name_end))});
+    } else {
+      line_start = false;
+      if (c == '"' || c == '\'') {
+        size_t j = i + 1;
+        while (j < s.size() && s[j] != c && s[j] != '\n') j += (s[j] == '\\') ? 2 : 1;
+        i = std::min(j + 1, s.size());
+      } else {
+        ++i;
+      }
+    }
+  }
+  return found;
 }
 
 std::vector<std::string_view> split_lines(std::string_view text) {

@@ -19,8 +19,25 @@ struct Token {
 
 // Tokens of the code. Comments and literals are skipped (literals become
 // Other tokens); preprocessor lines are skipped unless `with_directives`.
-// Punctuation is one character per token, except `::`.
+// Punctuation is one character per token, except `::` and the digraph `%:`
+// (which is `#`).
 std::vector<Token> tokenize(std::string_view source, bool with_directives);
+
+// The length of the preprocessor directive introducer at `at`: 1 for `#`, 2
+// for its digraph `%:`, 0 if there is none.
+size_t directive_introducer(std::string_view source, size_t at);
+
+// A preprocessor directive as the preprocessor reads it: its lines joined
+// where they end in a backslash, comments replaced by a space.
+struct Directive {
+  size_t begin;       // offset of its `#` (or `%:`)
+  std::string name;   // `include`, `line`, `define`, ...; empty for a null directive
+  std::string rest;   // what follows the name, trimmed
+};
+
+// Every directive of `source`: a `#` or `%:` that begins a logical line, after
+// whitespace and comments, outside comments and literals.
+std::vector<Directive> directives(std::string_view source);
 
 inline std::string_view text(std::string_view source, const Token& t) {
   return source.substr(t.begin, t.end - t.begin);

@@ -1,5 +1,6 @@
 #include "cpu/source_scan.h"
 
+#include "cpu/metal_fidelity.h"
 #include "cpu/metal_tokens.h"
 
 #include <algorithm>
@@ -9,9 +10,10 @@
 namespace coreai_torch::cpu {
 
 std::string metal_to_cpp(std::string_view source) {
-  return rewrite_conversions(rewrite_half_literals(rewrite_address_spaces(
+  const std::string cpp = rewrite_conversions(rewrite_half_literals(rewrite_address_spaces(
       mark_threadgroup_accesses(drop_address_space_variants(drop_metal_namespace_reopening(
           refuse_function_constants(rewrite_metal_pragmas(source))))))));
+  return with_refused_word_guards(cpp);
 }
 
 std::string refuse_function_constants(std::string_view source) {

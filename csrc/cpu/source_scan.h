@@ -9,7 +9,8 @@
 
 namespace coreai_torch::cpu {
 
-// All the passes below, in order: what translation_unit() compiles.
+// All the passes below, in order, then the guards of the words Metal refuses
+// (metal_fidelity.h, with_refused_word_guards): what translation_unit() compiles.
 std::string metal_to_cpp(std::string_view source);
 
 // Address spaces (coreai_msl/address_space.h). A pointer declarator

@@ -16,7 +16,7 @@ from support.coreai_run import run_program
 from torch import nn
 from torch.export import Dim
 
-from coreai_torch import MetalParameter, TorchMetalKernel
+from coreai_torch import MetalCompileError, MetalParameter, TorchMetalKernel
 from coreai_torch.contract import ScalarArg, Specialization, TensorArg, render_coreai_source
 from coreai_torch.converter import TorchConverter
 from coreai_torch.converter.decomp import decompose
@@ -273,3 +273,37 @@ def test_program_whose_kernel_call_is_unused_runs_without_it() -> None:
         assert "metal4_kernel" not in str(converted)
         # x - 1 in float32 on both sides: exact.
         torch.testing.assert_close(run_program(converted, {"x": x})["y"], x - 1, rtol=0, atol=0)
+
+
+def _twice(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+# `double`, which the Metal compiler refuses: exporting runs only torch_defn.
+non_metal = TorchMetalKernel(
+    "converter_non_metal",
+    ["x"],
+    ["output"],
+    src="double d = x[id];\noutput[id] = float(2 * d);",
+    torch_defn=_twice,
+    metal_params=ID,
+)
+
+
+class NonMetalModel(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _call(non_metal, x, shapes=[list(x.shape)])
+
+
+def test_a_kernel_metal_refuses_is_not_written_into_an_asset(monkeypatch) -> None:
+    refused = (
+        r"(?s)kernel 'converter_non_metal' uses what the Metal compiler refuses.*not written "
+        r"into a Core AI asset \(set COREAI_TORCH_METAL_FIDELITY=0 to convert it anyway\).*"
+        r"src:1:1: error: 'double': Metal has no double-precision type"
+    )
+    with pytest.raises(MetalCompileError, match=refused):
+        _convert(NonMetalModel(), [torch.rand(4)], [non_metal])
+    monkeypatch.setenv("COREAI_TORCH_METAL_FIDELITY", "0")
+    text = _convert(NonMetalModel(), [torch.rand(4)], [non_metal])
+    assert len(_kernel_ops(text)) == 1
+    assert "double d = x[id];" in text

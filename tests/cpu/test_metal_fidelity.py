@@ -125,6 +125,57 @@ CASES = [
         "src:2:9",
         r"variable length arrays",
     ),
+    # Ways around the checks above, each closed.
+    (
+        "#line naming another file",
+        "",
+        'out[id] = x[id];\n#line 1 "generated_signature"\ndouble d = x[id];',
+        "src:2:1",
+        r'#line 1 "generated_signature": a #line directive in src or helper_src may name only '
+        r"src or helper_src",
+    ),
+    (
+        "digraph include",
+        "%:include <cstdio>",
+        "out[id] = x[id];",
+        "helper_src:1:1",
+        r"#include <cstdio>: not a Metal header",
+    ),
+    (
+        "include continued over two lines",
+        "#include <cst\\\ndio>",
+        "out[id] = x[id];",
+        "helper_src:1:1",
+        r"#include <cstdio>: not a Metal header",
+    ),
+    (
+        "include of a file",
+        '#include "/etc/hostname"',
+        "out[id] = x[id];",
+        "helper_src:1:1",
+        r'#include "/etc/hostname": a kernel compiled from source .* has no files to include',
+    ),
+    (
+        "include of a macro",
+        "#define HEADER <cstdio>\n#include HEADER",
+        "out[id] = x[id];",
+        "helper_src:2:1",
+        r"#include HEADER: an include named by a macro",
+    ),
+    (
+        "asm by token pasting",
+        "#define PASTE(a, b) a##b",
+        'PASTE(a, sm) volatile("nop");\nout[id] = x[id];',
+        "src:1:1",
+        r"'asm' \(made by a macro\): Metal has no inline assembly",
+    ),
+    (
+        "double from a macro",
+        "#define REAL double",
+        "REAL d = x[id];\nout[id] = float(d);",
+        "src:1:1",
+        r"'double' \(made by a macro\): Metal has no double-precision type",
+    ),
 ]
 
 
