@@ -245,8 +245,13 @@ bool is_cv_word(std::string_view w) { return w == "const" || w == "volatile"; }
 
 std::optional<KernelFunction> find_kernel_function(std::string_view s,
                                                    const std::vector<Token>& t) {
+  // The rendering's kernel follows its signature's #line directive; helper
+  // code before it may hold kernels of its own.
+  const size_t signature = s.find("#line 1 \"generated_signature\"");
+  const size_t from_pos = signature == std::string_view::npos ? 0 : signature;
   int depth = 0;
   for (size_t k = 0; k + 6 < t.size(); ++k) {
+    if (t[k].begin < from_pos) continue;
     const std::string_view w = text(s, t[k]);
     if (w == "{") ++depth;
     if (w == "}") --depth;
