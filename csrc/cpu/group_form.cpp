@@ -421,6 +421,41 @@ class Emitter {
     return false;
   }
 
+  // A break or continue in `st` that leaves it (its loop is around it).
+  static bool jumps_out(const Statement& st, bool in_loop = false, bool in_switch = false) {
+    switch (st.kind) {
+      case StatementKind::Break:
+        return !in_loop && !in_switch;
+      case StatementKind::Continue:
+        return !in_loop;
+      case StatementKind::For:
+      case StatementKind::While:
+      case StatementKind::Do:
+        in_loop = true;
+        break;
+      case StatementKind::Switch:
+        in_switch = true;
+        break;
+      default:
+        break;
+    }
+    return std::any_of(st.body.begin(), st.body.end(),
+                       [&](const Statement& b) { return jumps_out(b, in_loop, in_switch); });
+  }
+
+  // A thread's statement must end inside its loop over threads.
+  bool check_run(const Statement& st) {
+    if (jumps_out(st)) {
+      return fail(st.first, "a break or continue out of a loop around a synchronisation");
+    }
+    for (const int v : declared_in(st)) {
+      if (var(v).declaration.is_static && storage_[static_cast<size_t>(v)] != Storage::Local) {
+        return fail(var(v).token, "a static variable used across a synchronisation");
+      }
+    }
+    return true;
+  }
+
   bool has_return(const Statement& st) const {
     if (st.kind == StatementKind::Return) return true;
     return std::any_of(st.body.begin(), st.body.end(),
@@ -754,6 +789,7 @@ bool Emitter::group_region(const Statement* list, size_t count, size_t after) {
       continue;
     }
     if (kind != Kind::Run) return fail(st.first, "unexpected statement in a region");
+    if (!check_run(st)) return false;
     // Stored variables declared here get their slots before the loop.
     for (const int v : declared_in(st)) {
       if (storage_[static_cast<size_t>(v)] == Storage::Threads) {
@@ -1010,6 +1046,7 @@ bool Emitter::simd_list(const Statement* list, size_t count, size_t after, size_
             out_ += line_marker(t_[st.first].begin) + own_declaration(v);
           }
         }
+        if (!check_run(st)) return false;
         if (mentions_matrix(st) && has_matrix_call(st)) {
           return fail(st.first, "a simdgroup matrix operation inside a statement the "
                                 "group-loop form does not follow");

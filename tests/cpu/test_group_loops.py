@@ -75,6 +75,14 @@ def both_forms(monkeypatch, name: str, inputs, results, body: str, attrs, args, 
             "fibers",
             "SIMD-group operation under a condition that differs between threads",
         ),
+        # A break out of a loop around a barrier: it would end a loop over threads.
+        (
+            "for (uint i = 0; i < 8; ++i) {\n  threadgroup_barrier(mem_flags::mem_none);\n"
+            "  if (i == 3) break;\n}\nout[id] = x[id];",
+            [GID],
+            "fibers",
+            "a break or continue out of a loop around a synchronisation",
+        ),
         # Lanes that write then read threadgroup memory with no barrier between:
         # fiber mode keeps them in lockstep there.
         (

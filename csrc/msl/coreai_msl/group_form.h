@@ -368,25 +368,31 @@ template <class T>
   return element_active(m.active, r, c) ? static_cast<float>(m.m.get(r, c)) : 0.0f;
 }
 
-// d = a * b + c, by the function fiber mode multiplies with. The product is
-// complete before d is written: d may be one of the operands.
+template <class T>
+[[gnu::always_inline]] inline void store_element(simdgroup_matrix<T, 8, 8>& m, int r, int c,
+                                                 float v) {
+  m.set(r, c, static_cast<T>(v));
+}
+
+// d = a * b + c, by the function fiber mode multiplies with. The product
+// writes each row of d once it has read row r of c; where d is a or b, whose
+// every row every row of the product reads, it goes through a copy.
 template <class TD, class TA, class TB, class TC>
 [[gnu::always_inline]] inline void simdgroup_multiply_accumulate(
     simd_context sg, simdgroup_matrix<TD, 8, 8>& d, const simdgroup_matrix<TA, 8, 8>& a,
     const simdgroup_matrix<TB, 8, 8>& b, const simdgroup_matrix<TC, 8, 8>& c) {
-  layout::full out;
+  const void* const at = &d;
+  if (at == &a || at == &b) {
+    simdgroup_matrix<TD, 8, 8> copy;
+    simdgroup_multiply_accumulate(sg, copy, a, b, c);
+    d = copy;
+    return;
+  }
   if (sg.active == ~0u) {
-    layout::product(a, b, c, out);
+    layout::product(a, b, c, d);
   } else {
     layout::product(masked<TA>{a, sg.active}, masked<TB>{b, sg.active}, masked<TC>{c, sg.active},
-                    out);
-  }
-  for (int r = 0; r < 8; ++r) {
-    if constexpr (std::is_same_v<TD, float>) {
-      std::memcpy(&d.pairs[r * 4], out.e[r], sizeof(out.e[r]));  // one row, one store
-    } else {
-      for (int col = 0; col < 8; ++col) d.set(r, col, static_cast<TD>(out.e[r][col]));
-    }
+                    d);
   }
 }
 

@@ -274,16 +274,16 @@ struct full {
   float e[8][8];
 };
 
-// Element (r, c) of a product's operand, in float. The operands are full
-// matrices here; the CPU's group-loop form multiplies the matrices it holds
-// whole with the same functions, through overloads of its own (found by
-// argument-dependent lookup), so both forms compute the same bits.
+// Element (r, c) of a product's operand, in float, and of its result. The
+// operands are full matrices here; the CPU's group-loop form multiplies the
+// matrices it holds whole with the same functions, through overloads of its
+// own (found by argument-dependent lookup), so both forms compute the same bits.
 inline float element(const full& m, int r, int c) { return m.e[r][c]; }
+inline void store_element(full& m, int r, int c, float v) { m.e[r][c] = v; }
 
 // d = a * b + c, each element summed in order of k with fused multiply-adds.
-template <bool UseFma, class A, class B, class C>
-[[gnu::always_inline]] inline void multiply_accumulate(const A& a, const B& b, const C& c,
-                                                       full& d) {
+template <bool UseFma, class A, class B, class C, class D>
+[[gnu::always_inline]] inline void multiply_accumulate(const A& a, const B& b, const C& c, D& d) {
   for (int r = 0; r < 8; ++r) {
     float sum[8];
     for (int col = 0; col < 8; ++col) sum[col] = element(c, r, col);
@@ -297,19 +297,19 @@ template <bool UseFma, class A, class B, class C>
         }
       }
     }
-    for (int col = 0; col < 8; ++col) d.e[r][col] = sum[col];
+    for (int col = 0; col < 8; ++col) store_element(d, r, col, sum[col]);
   }
 }
 
 // x86-64 has fused multiply-add instructions only from Haswell on: a copy of
 // the product for them (vectorised), and one through the C library's fma.
 #if defined(__x86_64__) && !defined(__NVPTX__)
-template <class A, class B, class C>
-[[gnu::target("fma,avx2")]] inline void product_fma(const A& a, const B& b, const C& c, full& d) {
+template <class A, class B, class C, class D>
+[[gnu::target("fma,avx2")]] inline void product_fma(const A& a, const B& b, const C& c, D& d) {
   multiply_accumulate<true>(a, b, c, d);
 }
-template <class A, class B, class C>
-inline void product(const A& a, const B& b, const C& c, full& d) {
+template <class A, class B, class C, class D>
+inline void product(const A& a, const B& b, const C& c, D& d) {
   if (__builtin_cpu_supports("fma")) {
     product_fma(a, b, c, d);
   } else {
@@ -317,8 +317,8 @@ inline void product(const A& a, const B& b, const C& c, full& d) {
   }
 }
 #else
-template <class A, class B, class C>
-inline void product(const A& a, const B& b, const C& c, full& d) {
+template <class A, class B, class C, class D>
+inline void product(const A& a, const B& b, const C& c, D& d) {
   multiply_accumulate<true>(a, b, c, d);
 }
 #endif
