@@ -6,9 +6,48 @@ same definitions for the C++ harness, so both measure identical Metal source.
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
+
 import torch
 
 from coreai_torch import MetalParameter, TorchMetalKernel
+
+# The environment switch that keeps kernels compiled while it is set in fiber
+# mode (docs/cpu.md, "Execution"): the benchmarks measure both forms of a kernel.
+GROUP_LOOPS_SWITCH = "COREAI_TORCH_CPU_GROUP_LOOPS"
+
+
+def in_fiber_mode(kernel: TorchMetalKernel) -> TorchMetalKernel:
+    """A copy of ``kernel`` under another name, for the compile that runs it in fiber mode.
+
+    Call its first launch with ``GROUP_LOOPS_SWITCH=0`` set (``fiber_mode_compile``).
+    """
+    return TorchMetalKernel(
+        kernel.name + "_fibers",
+        kernel.input_names,
+        kernel.result_names,
+        kernel.src,
+        torch_defn=kernel.torch_defn,
+        metal_params=kernel.metal_params,
+        helper_src=kernel.helper_src,
+    )
+
+
+@contextlib.contextmanager
+def fiber_mode_compile() -> Iterator[None]:
+    """Kernels compiled inside run in fiber mode (the switch is read at compile time)."""
+    before = os.environ.get(GROUP_LOOPS_SWITCH)
+    os.environ[GROUP_LOOPS_SWITCH] = "0"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[GROUP_LOOPS_SWITCH]
+        else:
+            os.environ[GROUP_LOOPS_SWITCH] = before
+
 
 # Side of the square threadgroup of the tiled matmul, and of its tiles.
 TILE = 16
@@ -96,53 +135,6 @@ tiled_matmul = TorchMetalKernel(
     metal_params=_TILE_PARAMS,
 )
 
-# The tiled matmul as a compiler that runs the barrier-free regions of a
-# threadgroup as loops would emit it: one CPU thread runs a whole 16 x 16 tile
-# of output, each region between two barriers of the kernel above becoming a
-# loop over the tile's threads, and the threadgroup tiles becoming that
-# thread's locals. It has no barrier and no threadgroup memory, so the CPU
-# backend runs it in loop mode. It is a measured prototype of that design (the
-# transformation itself is not implemented); its result is checked.
-tiled_matmul_as_loops = TorchMetalKernel(
-    "bench_tiled_matmul_as_loops",
-    ["A", "B"],
-    ["C"],
-    src="""
-const uint K = A.get_extent(0);
-const uint M = A.get_extent(1);
-const uint N = B.get_extent(0);
-const uint c0 = tile.x * 16;
-const uint r0 = tile.y * 16;
-float a_tile[16][16];
-float b_tile[16][16];
-float acc[16][16] = {};
-for (uint k0 = 0; k0 < K; k0 += 16) {
-    for (uint ty = 0; ty < 16; ++ty) {
-        for (uint tx = 0; tx < 16; ++tx) {
-            a_tile[ty][tx] = (r0 + ty < M && k0 + tx < K) ? A[k0 + tx, r0 + ty] : 0.0f;
-            b_tile[ty][tx] = (c0 + tx < N && k0 + ty < K) ? B[c0 + tx, k0 + ty] : 0.0f;
-        }
-    }
-    for (uint ty = 0; ty < 16; ++ty) {
-        for (uint tx = 0; tx < 16; ++tx) {
-            float sum = acc[ty][tx];
-            for (uint k = 0; k < 16; ++k) {
-                sum += a_tile[ty][k] * b_tile[k][tx];
-            }
-            acc[ty][tx] = sum;
-        }
-    }
-}
-for (uint ty = 0; ty < 16; ++ty) {
-    for (uint tx = 0; tx < 16; ++tx) {
-        if (r0 + ty < M && c0 + tx < N) C[c0 + tx, r0 + ty] = acc[ty][tx];
-    }
-}
-""",
-    torch_defn=torch_matmul,
-    metal_params=[MetalParameter("tile", "uint2", "thread_position_in_grid")],
-)
-
 # Side of the output tile one SIMD-group of the simdgroup_matrix GEMM computes.
 SIMD_TILE = 32
 
@@ -182,67 +174,6 @@ for (int i = 0; i < 4; ++i) {
     metal_params=[MetalParameter("tg", "uint2", "threadgroup_position_in_grid")],
 )
 
-# The GEMM above as a backend that runs a SIMD-group as one vectorised unit
-# would emit it: one CPU thread runs a whole SIMD-group, so an 8 x 8
-# simdgroup_float8x8 is a local 8 x 8 array (all 32 lanes' elements at once),
-# simdgroup_load and simdgroup_store are row copies, and
-# simdgroup_multiply_accumulate is an 8 x 8 x 8 loop nest that clang
-# vectorises. Same tiles, same loads and the same accumulation order per
-# element as the kernel above; no SIMD-group functions remain, so the CPU
-# backend runs it in loop mode. It is a measured prototype of that design (the
-# transformation is not implemented); its result is checked.
-simdgroup_gemm_as_vector_unit = TorchMetalKernel(
-    "bench_simdgroup_gemm_as_vector_unit",
-    ["A", "B"],
-    ["C"],
-    src="""
-const uint K = A.get_extent(0);
-const uint N = B.get_extent(0);
-const uint n0 = tile.x * 32;
-const uint m0 = tile.y * 32;
-const device float* a_data = A.get_data_ptr();
-const device float* b_data = B.get_data_ptr();
-device float* c_data = C.get_data_ptr();
-float acc[4][4][8][8] = {};
-for (uint k0 = 0; k0 < K; k0 += 8) {
-    float a[4][8][8];
-    float b[4][8][8];
-    for (int i = 0; i < 4; ++i) {
-        for (int r = 0; r < 8; ++r) {
-            for (int c = 0; c < 8; ++c) a[i][r][c] = a_data[(m0 + 8 * i + r) * K + k0 + c];
-        }
-    }
-    for (int j = 0; j < 4; ++j) {
-        for (int r = 0; r < 8; ++r) {
-            for (int c = 0; c < 8; ++c) b[j][r][c] = b_data[(k0 + r) * N + n0 + 8 * j + c];
-        }
-    }
-    for (int i = 0; i < 4; ++i) {
-        for (int j = 0; j < 4; ++j) {
-            for (int r = 0; r < 8; ++r) {
-                for (int c = 0; c < 8; ++c) {
-                    float sum = acc[i][j][r][c];
-                    for (int k = 0; k < 8; ++k) sum += a[i][r][k] * b[j][k][c];
-                    acc[i][j][r][c] = sum;
-                }
-            }
-        }
-    }
-}
-for (int i = 0; i < 4; ++i) {
-    for (int j = 0; j < 4; ++j) {
-        for (int r = 0; r < 8; ++r) {
-            for (int c = 0; c < 8; ++c) {
-                c_data[(m0 + 8 * i + r) * N + n0 + 8 * j + c] = acc[i][j][r][c];
-            }
-        }
-    }
-}
-""",
-    torch_defn=torch_matmul,
-    metal_params=[MetalParameter("tile", "uint2", "thread_position_in_grid")],
-)
-
 
 def torch_barrier_loop(x: torch.Tensor, count: int) -> torch.Tensor:
     return x + count
@@ -262,40 +193,6 @@ if (id < out.get_extent(0)) out[id] = x[id] + count;
 """,
     torch_defn=torch_barrier_loop,
     metal_params=[MetalParameter("id", "uint", "thread_position_in_grid")],
-)
-
-# The barrier loop above as a backend that runs the barrier-free regions of a
-# threadgroup as loops would emit it: one CPU thread runs a whole 256-thread
-# group; `i`, which lives across the barrier, is spilled to one slot per
-# thread; each pass of the `while` is one barrier, and the region between two
-# barriers (test `i < count`, step `i`) is a loop over the group's threads.
-# Each thread writes x + i, its `i` after the loop (count), so that the spilled
-# counters are used and the compiler cannot drop the loop. A measured prototype
-# of that design's cost per thread per barrier; its result is checked.
-barrier_loop_as_loops = TorchMetalKernel(
-    "bench_barrier_loop_as_loops",
-    ["x", "count"],
-    ["out"],
-    src="""
-int i_of[256];
-for (uint t = 0; t < 256; ++t) i_of[t] = 0;
-bool waiting = count > 0;
-while (waiting) {
-    waiting = false;
-    for (uint t = 0; t < 256; ++t) {
-        if (i_of[t] < count) {
-            i_of[t] += 1;
-            waiting = waiting || i_of[t] < count;
-        }
-    }
-}
-for (uint t = 0; t < 256; ++t) {
-    const uint id = group * 256 + t;
-    if (id < out.get_extent(0)) out[id] = x[id] + i_of[t];
-}
-""",
-    torch_defn=torch_barrier_loop,
-    metal_params=[MetalParameter("group", "uint", "thread_position_in_grid")],
 )
 
 
@@ -578,4 +475,111 @@ for (uint j = 1; j < 8; ++j) simdgroup_multiply_accumulate(acc[0], acc[j], ident
 simdgroup_store(acc[0], &C[0, 0]);
 """,
     torch_defn=torch_mma_peak,
+)
+
+
+# ---- MLX's looped softmax and RMSNorm (mlx/backend/metal/kernels/softmax.h and
+# rms_norm.metal: the variants for rows longer than one read per thread), in
+# float32: one threadgroup per row, each thread reads four consecutive values
+# per step of a loop over the row, then SIMD-group and threadgroup reductions.
+# Rows are contiguous: the row's data starts at &x[0, row].
+
+softmax_looped = TorchMetalKernel(
+    "bench_softmax_looped",
+    ["x"],
+    ["out"],
+    src="""
+threadgroup float local_max[32];
+threadgroup float local_normalizer[32];
+const uint dim = x.get_extent(0);
+device const float* in = &x[0, row];
+device float* out_row = &out[0, row];
+float maxval = -FLT_MAX;
+float normalizer = 0.0f;
+for (uint r = 0; r < dim; r += threads * 4) {
+    const uint offset = r + lid * 4;
+    float vals[4];
+    if (offset + 4 <= dim) {
+        for (int i = 0; i < 4; i++) vals[i] = in[offset + i];
+    } else {
+        for (int i = 0; i < 4; i++) vals[i] = offset + i < dim ? in[offset + i] : -FLT_MAX;
+    }
+    const float before = maxval;
+    for (int i = 0; i < 4; i++) maxval = max(maxval, vals[i]);
+    normalizer *= exp(before - maxval);
+    for (int i = 0; i < 4; i++) normalizer += exp(vals[i] - maxval);
+}
+float prevmax = maxval;
+maxval = simd_max(maxval);
+normalizer *= exp(prevmax - maxval);
+normalizer = simd_sum(normalizer);
+prevmax = maxval;
+if (lane == 0) local_max[simd] = maxval;
+threadgroup_barrier(mem_flags::mem_threadgroup);
+maxval = simd_max(lane < simds ? local_max[lane] : -FLT_MAX);
+normalizer *= exp(prevmax - maxval);
+if (lane == 0) local_normalizer[simd] = normalizer;
+threadgroup_barrier(mem_flags::mem_threadgroup);
+normalizer = 1.0f / simd_sum(lane < simds ? local_normalizer[lane] : 0.0f);
+for (uint r = 0; r < dim; r += threads * 4) {
+    const uint offset = r + lid * 4;
+    if (offset + 4 <= dim) {
+        for (int i = 0; i < 4; i++) out_row[offset + i] = exp(in[offset + i] - maxval) * normalizer;
+    } else {
+        for (int i = 0; i < 4; i++) {
+            if (offset + i < dim) out_row[offset + i] = exp(in[offset + i] - maxval) * normalizer;
+        }
+    }
+}
+""",
+    torch_defn=torch_softmax,
+    metal_params=_ROW_PARAMS,
+)
+
+rms_norm_looped = TorchMetalKernel(
+    "bench_rms_norm_looped",
+    ["x", "weight", "eps"],
+    ["out"],
+    src="""
+threadgroup float local_inv_mean[1];
+threadgroup float local_sums[32];
+const uint dim = x.get_extent(0);
+device const float* in = &x[0, row];
+device float* out_row = &out[0, row];
+device const float* w = &weight[0];
+float acc = 0.0f;
+for (uint r = 0; r < dim; r += threads * 4) {
+    const uint offset = r + lid * 4;
+    if (offset + 4 <= dim) {
+        for (int i = 0; i < 4; i++) acc += in[offset + i] * in[offset + i];
+    } else {
+        for (int i = 0; i < 4; i++) {
+            if (offset + i < dim) acc += in[offset + i] * in[offset + i];
+        }
+    }
+}
+acc = simd_sum(acc);
+if (simd == 0) local_sums[lane] = 0.0f;
+threadgroup_barrier(mem_flags::mem_threadgroup);
+if (lane == 0) local_sums[simd] = acc;
+threadgroup_barrier(mem_flags::mem_threadgroup);
+if (simd == 0) {
+    acc = simd_sum(local_sums[lane]);
+    if (lane == 0) local_inv_mean[0] = precise::rsqrt(acc / float(dim) + eps);
+}
+threadgroup_barrier(mem_flags::mem_threadgroup);
+const float inv_mean = local_inv_mean[0];
+for (uint r = 0; r < dim; r += threads * 4) {
+    const uint offset = r + lid * 4;
+    if (offset + 4 <= dim) {
+        for (int i = 0; i < 4; i++) out_row[offset + i] = in[offset + i] * inv_mean * w[offset + i];
+    } else {
+        for (int i = 0; i < 4; i++) {
+            if (offset + i < dim) out_row[offset + i] = in[offset + i] * inv_mean * w[offset + i];
+        }
+    }
+}
+""",
+    torch_defn=torch_rms_norm,
+    metal_params=_ROW_PARAMS,
 )

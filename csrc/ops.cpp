@@ -81,6 +81,9 @@ int64_t cpu_loaded_libraries_op() { return cpu::loaded_libraries(); }
 std::string cpu_library_path_op(int64_t handle) {
   return cpu::loaded_library_path(*kernel_record(handle));
 }
+std::string cpu_execution_form_op(int64_t handle) {
+  return cpu::loaded_execution_form(*kernel_record(handle));
+}
 std::string cpu_translation_unit_op(int64_t handle) {
   return cpu::translation_unit(*kernel_record(handle));
 }
@@ -133,6 +136,7 @@ TORCH_LIBRARY(coreai_torch, m) {
   m.def("cpu_loaded_libraries() -> int", &cpu_loaded_libraries_op);
   m.def("cpu_library_path(int handle) -> str", &cpu_library_path_op);
   m.def("cpu_translation_unit(int handle) -> str", &cpu_translation_unit_op);
+  m.def("cpu_execution_form(int handle) -> str", &cpu_execution_form_op);
 }
 
 // One implementation serves every device: it picks the backend itself and

@@ -11,6 +11,7 @@
 #include "cpu/access_checker.h"
 #include "cpu/compiler.h"
 #include "cpu/fiber.h"
+#include "cpu/group_form.h"
 #include "cpu/jit.h"
 #include "cpu/kernel_guard.h"
 #include "cpu/metal_fidelity.h"
@@ -71,6 +72,16 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "_needs_fibers", [](const std::string& s) { return coreai_torch::cpu::needs_fibers(s); },
       "Whether the CPU backend runs this Metal source in fiber mode.");
+  m.def(
+      "_cpu_execution_form",
+      [](const std::string& s, bool debug) {
+        const coreai_torch::cpu::FormChoice c = coreai_torch::cpu::choose_execution_form(s, debug);
+        return pybind11::make_tuple(coreai_torch::cpu::execution_form_name(c.form), c.reason,
+                                    c.summary, c.rendering);
+      },
+      pybind11::arg("source"), pybind11::arg("debug") = false,
+      "How the CPU backend runs a rendering: (form, why not group loops, what the group-loop "
+      "form did, its rendering).");
   m.def("_cpu_cache_directory", &coreai_torch::cpu::cache_directory);
   m.def(
       "_cpu_compiler",

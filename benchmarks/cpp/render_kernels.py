@@ -29,16 +29,13 @@ _F32_2D = torch.empty(0, 0, dtype=torch.float32, device="meta")
 SPECIALIZATIONS: dict[str, tuple[TorchMetalKernel, tuple, list[int]]] = {
     "add": (kernels.add, (_F32_1D, _F32_1D), [1]),
     "tiled_matmul": (kernels.tiled_matmul, (_F32_2D, _F32_2D), [2]),
-    "tiled_matmul_as_loops": (kernels.tiled_matmul_as_loops, (_F32_2D, _F32_2D), [2]),
     "simdgroup_gemm": (kernels.simdgroup_gemm, (_F32_2D, _F32_2D), [2]),
-    "simdgroup_gemm_as_vector_unit": (
-        kernels.simdgroup_gemm_as_vector_unit,
-        (_F32_2D, _F32_2D),
-        [2],
-    ),
     "barrier_loop": (kernels.barrier_loop, (_F32_1D, 0), [1]),
-    "barrier_loop_as_loops": (kernels.barrier_loop_as_loops, (_F32_1D, 0), [1]),
 }
+# Copies the harness compiles in fiber mode, beside the group-loop form.
+for _key in ("tiled_matmul", "simdgroup_gemm", "barrier_loop"):
+    _kernel, _inputs, _ranks = SPECIALIZATIONS[_key]
+    SPECIALIZATIONS[_key + "_fibers"] = (kernels.in_fiber_mode(_kernel), _inputs, _ranks)
 
 
 def registration(kernel: TorchMetalKernel, inputs: tuple, result_ranks: list[int]) -> tuple:

@@ -24,6 +24,7 @@
 
 #include "cpu/compiler.h"
 #include "cpu/disk_cache.h"
+#include "cpu/group_form.h"
 #include "cpu/kernel_guard.h"
 #include "cpu/metal_fidelity.h"
 #include "cpu/sha256.h"
@@ -80,13 +81,14 @@ std::vector<size_t> innermost_stride_entries(const KernelRecord& record) {
 // buffer parameters come in as pointers (a tensor's data, a scalar's address),
 // the metadata buffer last. Loop mode binds them once per group, outside the
 // loop over threads (see held_arg in entry.h); fiber mode binds them per thread.
-// Debug mode runs every kernel in fiber mode: its checks follow each thread
-// (access_checker.h).
-bool runs_in_fibers(const KernelRecord& record) {
-  return (record.options & kOptionDebug) != 0 || needs_fibers(record.source);
+// The group-loop form is called like loop mode, once per group with the group
+// (group_form.h). Debug mode runs every kernel in fiber mode: its checks follow
+// each thread (access_checker.h).
+FormChoice execution_form(const KernelRecord& record) {
+  return choose_execution_form(record.source, (record.options & kOptionDebug) != 0);
 }
 
-std::string entry_shim(const KernelRecord& record) {
+std::string entry_shim(const KernelRecord& record, ExecutionForm form) {
   const size_t buffers = record.inputs.size() + record.results.size() + 1;  // + the metadata
   const size_t meta = buffers - 1;
   // "b0, b1, ..." with `name(i)` for each buffer i.
@@ -100,10 +102,16 @@ std::string entry_shim(const KernelRecord& record) {
   });
   // Loop mode exports the group loop (twice on x86-64), fiber mode the fiber
   // runtime's entry: each library has only the code its mode runs.
-  const bool loop_mode = !runs_in_fibers(record);
+  const bool loop_mode = form != ExecutionForm::Fibers;
+  const bool group_loops = form == ExecutionForm::GroupLoops;
   // View strides of 1 that the group loop is specialised for.
   const std::vector<size_t> unit =
       loop_mode ? innermost_stride_entries(record) : std::vector<size_t>{};
+  // What runs a group: a loop calling the kernel per thread, or one call.
+  const std::string run_threads =
+      group_loops ? "coreai_call(" + held + ", g);"
+                  : "coreai::for_each_thread(g, [&](const coreai_cpu_thread& t) { coreai_call(" +
+                        held + ", g, t); });";
   std::ostringstream s;
   s << "namespace {\n"
     << "using coreai_entry_type = decltype(&metal::" << record.entry << ");\n"
@@ -113,18 +121,24 @@ std::string entry_shim(const KernelRecord& record) {
     << each_buffer([](size_t i) {
          return "coreai_param<" + std::to_string(i) + "> b" + std::to_string(i);
        })
-    << ", const coreai_cpu_group& g, const coreai_cpu_thread& t) {\n"
-    << "  (void)g; (void)t;\n"
-    << "#ifdef COREAI_MSL_DEBUG\n"
-    << "  const coreai::attr_value p = coreai::attr_thread_position_in_grid(g, t);\n"
-    << "  coreai::g_debug_thread_position[0] = p.x;\n"
-    << "  coreai::g_debug_thread_position[1] = p.y;\n"
-    << "  coreai::g_debug_thread_position[2] = p.z;\n"
-    << "#endif\n"
+    << (group_loops ? ", const coreai_cpu_group& g) {\n"
+                    : ", const coreai_cpu_group& g, const coreai_cpu_thread& t) {\n"
+                      "  (void)g; (void)t;\n")
+    << (group_loops ? ""
+                    : "#ifdef COREAI_MSL_DEBUG\n"
+                      "  const coreai::attr_value p = coreai::attr_thread_position_in_grid(g, t);\n"
+                      "  coreai::g_debug_thread_position[0] = p.x;\n"
+                      "  coreai::g_debug_thread_position[1] = p.y;\n"
+                      "  coreai::g_debug_thread_position[2] = p.z;\n"
+                      "#endif\n")
     << "  metal::" << record.entry << "("
     << each_buffer([](size_t i) { return "b" + std::to_string(i); });
-  for (const std::string& attr : record.thread_attrs) {
-    s << ", coreai::attr_" << attr << "(g, t)";
+  if (group_loops) {
+    s << ", g";  // the group-loop form runs the whole group
+  } else {
+    for (const std::string& attr : record.thread_attrs) {
+      s << ", coreai::attr_" << attr << "(g, t)";
+    }
   }
   s << ");\n}\n}  // namespace\n"
     << "extern \"C\" {\n"
@@ -158,18 +172,15 @@ std::string entry_shim(const KernelRecord& record) {
       for (size_t k : unit) s << " && meta[" << k << "] == 1";
       s << ") {\n       ";
       for (size_t k : unit) s << " meta[" << k << "] = 1;";
-      s << "\n        coreai::for_each_thread(g, [&](const coreai_cpu_thread& t) { coreai_call("
-        << held << ", g, t); });\n"
+      s << "\n        " << run_threads << "\n"
         << "        return;\n"
         << "      }\n"
         << "    }\n";
     }
-    s << "    coreai::for_each_thread(g, [&](const coreai_cpu_thread& t) { coreai_call(" << held
-      << ", g, t); });\n"
+    s << "    " << run_threads << "\n"
       << "  } else {\n"
       << "    coreai_meta_type* const meta = static_cast<coreai_meta_type*>(a[" << meta << "]);\n"
-      << "    coreai::for_each_thread(g, [&](const coreai_cpu_thread& t) { coreai_call(" << held
-      << ", g, t); });\n"
+      << "    " << run_threads << "\n"
       << "  }\n}\n";
     s << "#if COREAI_CPU_X86_GROUP_LOOP_COPIES\n"
       << "[[gnu::target(\"avx2\")]] void coreai_group_loop_avx2(void* const* a, "
@@ -224,8 +235,7 @@ struct LoadResult {
   std::string error;
 };
 
-LoadResult load_library(const std::string& path, const KernelRecord& record,
-                        const StackNeeds& stack) {
+LoadResult load_library(const std::string& path, ExecutionForm form, const StackNeeds& stack) {
   LoadResult out;
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
@@ -240,7 +250,8 @@ LoadResult load_library(const std::string& path, const KernelRecord& record,
   KernelLibrary lib;
   lib.handle = handle;  // closed again if the library is rejected below
   ++g_loaded;
-  lib.fibers = runs_in_fibers(record);
+  lib.fibers = form == ExecutionForm::Fibers;
+  lib.form = form;
   if (lib.fibers) {
     lib.run_fibers = reinterpret_cast<coreai_cpu_kernel_run_fibers_fn>(
         dlsym(handle, "coreai_cpu_kernel_run_fibers"));
@@ -281,12 +292,12 @@ std::string read_file(const std::string& path) {
 
 // A cached library that is intact and loads; nullopt when it must be built
 // (missing, damaged, or rejected once loaded).
-std::optional<KernelLibrary> load_cached(const std::string& so_path, const KernelRecord& record) {
+std::optional<KernelLibrary> load_cached(const std::string& so_path, ExecutionForm form) {
   if (!is_file(so_path)) return std::nullopt;
   std::string why;  // not shown: a damaged file is simply built again
   const std::optional<StackNeeds> stack = check_sealed_file(so_path, why);
   if (!stack) return std::nullopt;  // truncated or damaged: never loaded
-  LoadResult cached = load_library(so_path, record, *stack);
+  LoadResult cached = load_library(so_path, form, *stack);
   if (!cached.library) return std::nullopt;
   note_cache_file_in_use(so_path);
   return std::move(cached.library);
@@ -301,7 +312,7 @@ std::shared_ptr<const KernelLibrary> accepted(const KernelRecord& record, bool f
   return std::make_shared<KernelLibrary>(std::move(library));
 }
 
-std::shared_ptr<const KernelLibrary> build(const KernelRecord& record) {
+std::shared_ptr<const KernelLibrary> build_as(const KernelRecord& record, const FormChoice& form) {
   const std::string dir = cache_directory();
   const std::string msl = msl_directory();
   cache_limit_bytes();  // a bad COREAI_TORCH_CACHE_MAX_BYTES is refused before compiling
@@ -316,12 +327,12 @@ std::shared_ptr<const KernelLibrary> build(const KernelRecord& record) {
     flags.insert(flags.end(), fidelity_compile_flags().begin(), fidelity_compile_flags().end());
   }
   const std::vector<std::string>& mode =
-      runs_in_fibers(record) ? fiber_mode_flags() : loop_mode_flags();
+      form.form == ExecutionForm::Fibers ? fiber_mode_flags() : loop_mode_flags();
   flags.insert(flags.end(), mode.begin(), mode.end());
   if (debug) {
     flags.insert(flags.end(), debug_compile_flags().begin(), debug_compile_flags().end());
   }
-  const std::string tu = translation_unit(record);
+  const std::string tu = translation_unit(record, form);
 
   Sha256 key_hash;
   key_hash.update("coreai_torch cpu kernel\n")
@@ -333,7 +344,7 @@ std::shared_ptr<const KernelLibrary> build(const KernelRecord& record) {
   const std::string key = key_hash.hex_digest();
   const std::string so_path = dir + "/" + key + ".so";
 
-  if (std::optional<KernelLibrary> cached = load_cached(so_path, record)) {
+  if (std::optional<KernelLibrary> cached = load_cached(so_path, form.form)) {
     ++g_disk_hits;
     return accepted(record, fidelity, std::move(*cached));
   }
@@ -386,7 +397,7 @@ std::shared_ptr<const KernelLibrary> build(const KernelRecord& record) {
     TORCH_CHECK(false, "kernel '", record.name, "': cannot store the compiled kernel in ", dir,
                 ": ", seal_error);
   }
-  LoadResult loaded = load_library(tmp_so, record, stack);
+  LoadResult loaded = load_library(tmp_so, form.form, stack);
   if (!loaded.library) {
     remove_temporaries();
     TORCH_CHECK(false, "kernel '", record.name, "': cannot load the compiled kernel: ",
@@ -403,6 +414,31 @@ std::shared_ptr<const KernelLibrary> build(const KernelRecord& record) {
     evict_least_recently_used(dir);
   }
   return accepted(record, fidelity, std::move(*loaded.library));
+}
+
+// The library of the form the kernel's source chooses (group_form.h). Should
+// the group-loop form of a kernel not compile where its fiber form does (a
+// construct the transformation misreads), the kernel runs in fiber mode, with
+// a warning; a kernel with an error of its own fails in fiber mode, with
+// that mode's diagnostics.
+std::shared_ptr<const KernelLibrary> build(const KernelRecord& record) {
+  const FormChoice form = execution_form(record);
+  log_execution_form(record.name, form);
+  if (form.form != ExecutionForm::GroupLoops) return build_as(record, form);
+  try {
+    return build_as(record, form);
+  } catch (const c10::Error& e) {
+    if (!is_compile_error(e.msg())) throw;
+  }
+  FormChoice fibers;
+  fibers.form = ExecutionForm::Fibers;
+  fibers.reason = "its group-loop form does not compile";
+  std::shared_ptr<const KernelLibrary> library = build_as(record, fibers);
+  log_execution_form(record.name, fibers);
+  TORCH_WARN("kernel '", record.name,
+             "': the CPU backend could not compile its group-loop form (please report the "
+             "kernel); it runs in fiber mode, with the same results, more slowly.");
+  return library;
 }
 
 }  // namespace
@@ -429,24 +465,29 @@ const std::string& headers_digest(const std::string& msl_dir) {
   return digests.emplace(msl_dir, sha.hex_digest()).first->second;
 }
 
-std::string translation_unit(const KernelRecord& record) {
+std::string translation_unit(const KernelRecord& record, const FormChoice& form) {
   // register_kernel has checked that record.entry is an identifier.
   std::string tu;
   tu += "// coreai_torch CPU backend: kernel entry " + record.entry + "\n";
   tu += "#include <coreai_msl.h>\n";
   tu += "namespace metal {\n";
   tu += "#line 1 \"kernel_rendering\"\n";
-  tu += metal_to_cpp(record.source);
+  tu += metal_to_cpp(form.form == ExecutionForm::GroupLoops ? form.rendering : record.source);
   tu += "\n}  // namespace metal\n";
   tu += "#line 1 \"coreai_entry_shim\"\n";
-  tu += entry_shim(record);
+  tu += entry_shim(record, form.form);
   return tu;
+}
+
+std::string translation_unit(const KernelRecord& record) {
+  return translation_unit(record, execution_form(record));
 }
 
 KernelLibrary::KernelLibrary(KernelLibrary&& other) noexcept
     : run_group(other.run_group),
       run_fibers(other.run_fibers),
       fibers(other.fibers),
+      form(other.form),
       stack(other.stack),
       threadgroup_variables(std::move(other.threadgroup_variables)),
       path(std::move(other.path)),
@@ -467,6 +508,11 @@ const KernelLibrary& kernel_library(const KernelRecord& record) {
       // Only a compile failure is final; a missing compiler may be installed
       // and a full disk emptied while the process runs.
       is_compile_error);
+}
+
+std::string loaded_execution_form(const KernelRecord& record) {
+  const KernelLibrary* library = record.artifacts.cpu.built();
+  return library != nullptr ? execution_form_name(library->form) : std::string();
 }
 
 std::string loaded_library_path(const KernelRecord& record) {

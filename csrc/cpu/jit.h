@@ -9,6 +9,7 @@
 
 #include "coreai_torch.h"
 #include "cpu/disk_cache.h"
+#include "cpu/group_form.h"
 #include "cpu/metal_fidelity.h"
 #include "msl/coreai_msl/cpu_abi.h"
 
@@ -26,6 +27,7 @@ struct KernelLibrary {
   coreai_cpu_kernel_run_group_fn run_group = nullptr;    // loop mode
   coreai_cpu_kernel_run_fibers_fn run_fibers = nullptr;  // fiber mode
   bool fibers = false;      // the body synchronises threads: run it in fiber mode
+  ExecutionForm form = ExecutionForm::Loop;  // how its threads run (group_form.h)
   StackNeeds stack;         // stack its code needs, measured when it was compiled
   std::vector<ThreadgroupVariable> threadgroup_variables;  // as the library notes them
   std::string path;         // the cached shared library
@@ -42,8 +44,14 @@ const KernelLibrary& kernel_library(const KernelRecord& record);
 // The path of the library loaded for `record`; empty before its first launch.
 std::string loaded_library_path(const KernelRecord& record);
 
-// The translation unit compiled for `record` (exposed for tests and debugging).
+// The translation unit compiled for `record` (exposed for tests and debugging),
+// in the form `form` or the one the record's source chooses.
 std::string translation_unit(const KernelRecord& record);
+std::string translation_unit(const KernelRecord& record, const FormChoice& form);
+
+// The form of the library loaded for `record` ("loop", "group_loops" or
+// "fibers"); empty before its first launch.
+std::string loaded_execution_form(const KernelRecord& record);
 
 // The directory of cached kernel libraries: $COREAI_TORCH_CACHE_DIR, else
 // $XDG_CACHE_HOME/coreai_torch, else ~/.cache/coreai_torch. Created 0700.

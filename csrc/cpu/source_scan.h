@@ -6,6 +6,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace coreai_torch::cpu {
 
@@ -39,6 +40,15 @@ std::string rewrite_address_spaces(std::string_view source);
 // threadgroup pointer, so a name that means something else in another scope
 // is harmless. Runs before rewrite_address_spaces, which drops the words.
 std::string mark_threadgroup_accesses(std::string_view source);
+
+// The accesses mark_threadgroup_accesses wraps: where the name is in the
+// source and the kind of access (Address: `&t[i]`, no access).
+struct ThreadgroupAccess {
+  enum class Kind { Address, Read, Write, Other };
+  size_t begin, end;  // the name's characters
+  Kind kind;
+};
+std::vector<ThreadgroupAccess> find_threadgroup_accesses(std::string_view source);
 
 // True if the source declares threadgroup storage (an array or a variable).
 bool declares_threadgroup_storage(std::string_view source);

@@ -164,11 +164,10 @@ bool in_call_arguments(std::string_view s, const std::vector<Token>& t, size_t k
 
 }  // namespace
 
-std::string mark_threadgroup_accesses(std::string_view source) {
+std::vector<ThreadgroupAccess> find_threadgroup_accesses(std::string_view source) {
   const std::vector<Token> t = tokenize(source, false);
   const Names names = find_names(source, t);
-  if (names.subscripts.empty()) return std::string(source);
-  SourceEdits edits;
+  std::vector<ThreadgroupAccess> accesses;
   for (size_t k = 0; k < t.size(); ++k) {
     if (t[k].kind != TokenKind::Identifier) continue;
     const auto found = names.subscripts.find(text(source, t[k]));
@@ -214,23 +213,34 @@ std::string mark_threadgroup_accesses(std::string_view source) {
       }
     }
     const bool before_increment = k >= 2 && increment(source, t, deref ? k - 3 : k - 2);
-    std::string wrapper;
+    ThreadgroupAccess::Kind kind;
     if (address) {
-      wrapper = "tg_address";
+      kind = ThreadgroupAccess::Kind::Address;
     } else if (member_call || before_increment || increment(source, t, j) ||
                compound_assignment(source, t, j)) {
-      wrapper = "tg_other";
+      kind = ThreadgroupAccess::Kind::Other;
     } else if (plain_assignment(source, t, j)) {
-      wrapper = "tg_write";
+      kind = ThreadgroupAccess::Kind::Write;
     } else if (names.reference_parameters && in_call_arguments(source, t, k)) {
-      wrapper = "tg_other";  // it may be bound to a threadgroup reference
+      kind = ThreadgroupAccess::Kind::Other;  // it may be bound to a threadgroup reference
     } else {
-      wrapper = "tg_read";
+      kind = ThreadgroupAccess::Kind::Read;
     }
-    edits.replace(t[k].begin, t[k].end,
-                  "::coreai::" + wrapper + "(" + std::string(text(source, t[k])) + ")");
+    accesses.push_back({t[k].begin, t[k].end, kind});
   }
-  return edits.apply(source);
+  return accesses;
+}
+
+std::string mark_threadgroup_accesses(std::string_view source) {
+  static constexpr const char* kWrappers[] = {"tg_address", "tg_read", "tg_write", "tg_other"};
+  SourceEdits edits;
+  for (const ThreadgroupAccess& a : find_threadgroup_accesses(source)) {
+    const std::string name(source.substr(a.begin, a.end - a.begin));
+    edits.replace(a.begin, a.end,
+                  std::string("::coreai::") + kWrappers[static_cast<int>(a.kind)] + "(" + name +
+                      ")");
+  }
+  return edits.empty() ? std::string(source) : edits.apply(source);
 }
 
 bool declares_threadgroup_storage(std::string_view source) {

@@ -52,6 +52,9 @@
 #include "coreai_msl/sync.h"
 #include "coreai_msl/tensor.h"
 #include "coreai_msl/threadgroup_notes.h"
+#if !defined(__NVPTX__)
+#include "coreai_msl/group_form.h"
+#endif
 #ifdef COREAI_MSL_DEBUG
 #include "coreai_msl/debug_accesses.h"
 #include "coreai_msl/debug_checks.h"

@@ -12,9 +12,11 @@ from support.child_process import LineReader, child_env, spawn
 
 # A kernel that never ends when `spin` is set. The loop touches a volatile so
 # that the compiler may not assume it terminates (C++ lets it delete a loop
-# without side effects). One runs in loop mode, one (with a barrier) in fiber
-# mode; 64 groups keep every intra-op thread busy.
+# without side effects). One runs in loop mode, one (with a barrier) in the
+# group-loop form, and the same with group loops turned off in fiber mode;
+# 64 groups keep every intra-op thread busy.
 CHILD = """
+import os
 import torch
 from coreai_torch import MetalParameter, TorchMetalKernel
 from support.cpu_launch import Scalar, Tensor, kernel
@@ -39,7 +41,10 @@ def through_kernel(mode, barrier):
                              threads_per_thread_group=(64, 1, 1), result_shapes=[[4096]])
 
 x = torch.arange(4096, dtype=torch.float32)
-for mode, barrier in (("loop", ""), ("fiber", "threadgroup_barrier(mem_flags::mem_threadgroup);")):
+BARRIER = "threadgroup_barrier(mem_flags::mem_threadgroup);"
+for mode, barrier in (("loop", ""), ("group_loops", BARRIER), ("fibers", BARRIER)):
+    if mode == "fibers":
+        os.environ["COREAI_TORCH_CPU_GROUP_LOOPS"] = "0"  # read when the kernel compiles
     call = ROUTE(mode, barrier)
     assert torch.equal(call(x, False), x + 1)  # compiled and warm
     print("spinning", mode, flush=True)
@@ -59,7 +64,7 @@ def test_sigint_stops_a_runaway_kernel(tmp_path: Path, route: str) -> None:
     # launches); through_ops: torch.ops.coreai_torch.launch (the dispatcher).
     p = spawn(CHILD.replace("ROUTE", route), child_env(tmp_path))
     lines = LineReader(p)
-    for mode in ("loop", "fiber"):
+    for mode in ("loop", "group_loops", "fibers"):
         assert lines.next() == f"spinning {mode}"
         time.sleep(1.0)  # inside the endless launch by now
         p.send_signal(signal.SIGINT)

@@ -274,34 +274,42 @@ struct full {
   float e[8][8];
 };
 
+// Element (r, c) of a product's operand, in float, and of its result. The
+// operands are full matrices here; the CPU's group-loop form multiplies the
+// matrices it holds whole with the same functions, through overloads of its
+// own (found by argument-dependent lookup), so both forms compute the same bits.
+inline float element(const full& m, int r, int c) { return m.e[r][c]; }
+inline void store_element(full& m, int r, int c, float v) { m.e[r][c] = v; }
+
 // d = a * b + c, each element summed in order of k with fused multiply-adds.
-template <bool UseFma>
-[[gnu::always_inline]] inline void multiply_accumulate(const full& a, const full& b, const full& c,
-                                                       full& d) {
+template <bool UseFma, class A, class B, class C, class D>
+[[gnu::always_inline]] inline void multiply_accumulate(const A& a, const B& b, const C& c, D& d) {
   for (int r = 0; r < 8; ++r) {
     float sum[8];
-    for (int col = 0; col < 8; ++col) sum[col] = c.e[r][col];
+    for (int col = 0; col < 8; ++col) sum[col] = element(c, r, col);
     for (int k = 0; k < 8; ++k) {
+      const float ark = element(a, r, k);
       for (int col = 0; col < 8; ++col) {
         if constexpr (UseFma) {
-          sum[col] = __builtin_fmaf(a.e[r][k], b.e[k][col], sum[col]);
+          sum[col] = __builtin_fmaf(ark, element(b, k, col), sum[col]);
         } else {
-          sum[col] = std::fma(a.e[r][k], b.e[k][col], sum[col]);
+          sum[col] = std::fma(ark, element(b, k, col), sum[col]);
         }
       }
     }
-    for (int col = 0; col < 8; ++col) d.e[r][col] = sum[col];
+    for (int col = 0; col < 8; ++col) store_element(d, r, col, sum[col]);
   }
 }
 
 // x86-64 has fused multiply-add instructions only from Haswell on: a copy of
 // the product for them (vectorised), and one through the C library's fma.
 #if defined(__x86_64__) && !defined(__NVPTX__)
-[[gnu::target("fma,avx2")]] inline void product_fma(const full& a, const full& b, const full& c,
-                                                    full& d) {
+template <class A, class B, class C, class D>
+[[gnu::target("fma,avx2")]] inline void product_fma(const A& a, const B& b, const C& c, D& d) {
   multiply_accumulate<true>(a, b, c, d);
 }
-inline void product(const full& a, const full& b, const full& c, full& d) {
+template <class A, class B, class C, class D>
+inline void product(const A& a, const B& b, const C& c, D& d) {
   if (__builtin_cpu_supports("fma")) {
     product_fma(a, b, c, d);
   } else {
@@ -309,7 +317,8 @@ inline void product(const full& a, const full& b, const full& c, full& d) {
   }
 }
 #else
-inline void product(const full& a, const full& b, const full& c, full& d) {
+template <class A, class B, class C, class D>
+inline void product(const A& a, const B& b, const C& c, D& d) {
   multiply_accumulate<true>(a, b, c, d);
 }
 #endif

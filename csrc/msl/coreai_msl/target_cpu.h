@@ -50,6 +50,34 @@ struct view {
   return {&lone, 0, 1};
 }
 
+// The group-loop form (group_form.h) evaluates a SIMD-group function for
+// each lane of a SIMD-group in turn, twice: a first pass records the values
+// each lane exchanges, in the order its primitives ask (every Metal function
+// above exchanges the same values in the same order, whatever they return),
+// a second answers each lane from all the recorded values. The functions run
+// unchanged, so the results are fiber mode's.
+struct replay {
+  static constexpr unsigned kExchanges = 4;  // at most two per Metal function
+  coreai_cpu_simdgroup groups[kExchanges];
+  std::uint32_t active = 0;  // the SIMD-group's running lanes
+  unsigned lane = 0;         // the lane evaluating now
+  unsigned next = 0;         // its next exchange
+  bool recording = true;
+
+  view exchange(const void* value, std::uint32_t size) {
+    coreai_cpu_simdgroup& g = groups[next++ % kExchanges];
+    if (recording) {
+      if (size > 0) std::memcpy(g.view[lane], value, size);
+      g.view_active = active;
+      g.combined_ready = 0;
+      // The other lanes' values are not known yet: the lane alone.
+      return {&g, lane, 1u << lane};
+    }
+    return {&g, lane, active};
+  }
+};
+inline thread_local replay* tls_replay = nullptr;
+
 inline view rendezvous(const void* value, std::uint32_t size, site at) {
 #if COREAI_CPU_FIBER_MODE
   coreai_cpu_lane* me = coreai::fiber::current_lane();
@@ -60,6 +88,7 @@ inline view rendezvous(const void* value, std::uint32_t size, site at) {
   return {g, coreai::fiber::lane_of(me), g->view_active};
 #else
   (void)at;
+  if (replay* r = tls_replay) return r->exchange(value, size);
   return solo(value, size, "a SIMD-group or quad-group function");
 #endif
 }
@@ -96,16 +125,11 @@ inline const R& combined(const view& v, F compute) {
   return *out;
 }
 
-// op over the active lanes of [first, first + width), pairing neighbours at
-// distance 1, 2, 4, ... (the xor butterfly); inactive lanes are skipped.
+// op over the lanes of `values` marked present, pairing neighbours at
+// distance 1, 2, 4, ... (the xor butterfly); absent lanes are skipped. Both
+// forms reduce through this function: the same order, the same bits.
 template <class T, class Op>
-inline T butterfly(const view& v, unsigned first, unsigned width, Op op) {
-  T values[kWidth];
-  bool present[kWidth];
-  for (unsigned i = 0; i < width; ++i) {
-    present[i] = active(v, first + i);
-    if (present[i]) values[i] = value_of<T>(v, first + i);
-  }
+inline T butterfly_of(T* values, bool* present, unsigned width, Op op) {
   for (unsigned step = 1; step < width; step *= 2) {
     for (unsigned i = 0; i + step < width; i += 2 * step) {
       if (present[i] && present[i + step]) {
@@ -117,6 +141,18 @@ inline T butterfly(const view& v, unsigned first, unsigned width, Op op) {
     }
   }
   return values[0];
+}
+
+// op over the active lanes of [first, first + width) of an exchange.
+template <class T, class Op>
+inline T butterfly(const view& v, unsigned first, unsigned width, Op op) {
+  T values[kWidth];
+  bool present[kWidth];
+  for (unsigned i = 0; i < width; ++i) {
+    present[i] = active(v, first + i);
+    if (present[i]) values[i] = value_of<T>(v, first + i);
+  }
+  return butterfly_of(values, present, width, op);
 }
 
 template <class T>
