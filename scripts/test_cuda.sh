@@ -91,11 +91,13 @@ print(k(x, x, **c), k(x.cuda(), x.cuda(), **c))" || exit 1
     bench) run bench 300 "$py" benchmarks/bench_cuda.py --json "$logs/bench.json" ;;
     demo) run demo 120 "$py" -m coreai_torch demo ;;
     profile)
-      # Nsight Compute on one launch of each benchmark kernel (docs/cuda.md says why).
+      # Nsight Compute on one launch of each benchmark kernel and of its CUDA
+      # C++ twin (docs/cuda.md, "Where the time goes").
       run profile 180 ncu --clock-control none --target-processes all \
-        --kernel-name regex:coreai_cuda_kernel --section SpeedOfLight \
-        --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
-        --section LaunchStats --section Occupancy \
+        --kernel-name 'regex:^(coreai_cuda_kernel|add|add_vec4|softmax|rms_norm)$' \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis \
+        --section ComputeWorkloadAnalysis --section LaunchStats --section Occupancy \
+        --section InstructionStats --section WarpStateStats --section SchedulerStats \
         "$py" benchmarks/bench_cuda.py --profile
       ;;
     *) summary "unknown step $step" && status=1 ;;

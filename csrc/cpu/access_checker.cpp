@@ -47,7 +47,8 @@ struct AccessChecker::Raw {
   int memory;       // >= 0: a threadgroup variable; < 0: buffer -(memory + 1)
   int64_t element;  // element index (device) or byte offset (threadgroup)
   Side a, b;
-  uint32_t extra;   // partial barrier: how many threads arrived
+  uint32_t extra;   // partial barrier: how many threads arrived; partial SIMD-group
+                    // matrix: how many lanes took part (`memory`: the operation)
   int64_t count = 1;
 };
 
@@ -339,6 +340,21 @@ void AccessChecker::sync(uint32_t kind, bool leaving, const void* pc) {
   if (r.generation == generation) r.open = false;
 }
 
+void AccessChecker::simdgroup_matrix(uint32_t op, uint32_t active, const void* pc) {
+  if (!locate()) return;
+  const uint32_t first = thread_ / COREAI_CPU_SIMD_WIDTH * COREAI_CPU_SIMD_WIDTH;
+  const uint32_t count =
+      std::min<uint32_t>(COREAI_CPU_SIMD_WIDTH, static_cast<uint32_t>(threads_.size()) - first);
+  const uint32_t lanes = count >= 32 ? ~0u : (1u << count) - 1u;
+  const uint32_t absent = lanes & ~active;
+  if (absent == 0) return;
+  const auto run = static_cast<uint32_t>(runs_.size());
+  add(Kind::PartialMatrix, static_cast<int>(op), 0,
+      {run, thread_, 0, reinterpret_cast<uintptr_t>(pc)},
+      {run, first + static_cast<uint32_t>(__builtin_ctz(absent)), 0, 0},
+      static_cast<uint32_t>(__builtin_popcount(active & lanes)));
+}
+
 // ---- reports ---------------------------------------------------------------
 
 namespace {
@@ -535,6 +551,29 @@ std::vector<DebugFinding> AccessChecker::findings() const {
         m << " had returned before it. Every thread of a threadgroup must reach each barrier "
              "(on a GPU the others may wait forever or run on early): let every thread reach "
              "the barrier and skip only the work (`if (id < n) { ... }`) instead of returning.";
+        break;
+      }
+      case Kind::PartialMatrix: {
+        static constexpr const char* kOperations[] = {"simdgroup_load", "simdgroup_store",
+                                                      "simdgroup_multiply_accumulate"};
+        const coreai_cpu_group& g = runs_[r.a.run - 1];
+        const uint32_t first = r.a.thread / COREAI_CPU_SIMD_WIDTH * COREAI_CPU_SIMD_WIDTH;
+        const uint32_t lanes = std::min<uint32_t>(COREAI_CPU_SIMD_WIDTH, g.thread_count - first);
+        f.kind = "partial SIMD-group matrix";
+        f.threads = {position(r.a), position(r.b)};
+        f.lines = {line(r.a.pc)};
+        m << k << kOperations[r.memory] << " at " << f.lines[0] << " was reached by only "
+          << r.extra << " of the " << lanes << " lanes of SIMD-group "
+          << r.a.thread / COREAI_CPU_SIMD_WIDTH << " of threadgroup " << group(r.a)
+          << ": lane " << r.b.thread % COREAI_CPU_SIMD_WIDTH << " (thread_position_in_grid "
+          << f.threads[1] << ")";
+        if (lanes - r.extra > 1) m << " and " << lanes - r.extra - 1 << " more";
+        m << " did not take part. Metal leaves SIMD-group matrix operations undefined unless "
+             "every lane of the SIMD-group runs them together (Metal Shading Language "
+             "specification, 2.4 \"SIMD-group Matrix Data Types\": uniform control flow within "
+             "the SIMD-group), and GPUs compute them with all lanes (the CUDA backend's tensor "
+             "cores do): branch around them only on values that are the same in every lane of "
+             "the SIMD-group, and let every lane reach them instead of returning early.";
         break;
       }
       case Kind::DivergentBarrier:

@@ -17,7 +17,10 @@
 //   the copy the debug launch gives the kernel, debug_buffers.h);
 // - a threadgroup_barrier reached by only part of the threadgroup (the others
 //   had returned), threads waiting at different barriers, and lanes of a
-//   SIMD-group meeting in one SIMD-group function from different calls.
+//   SIMD-group meeting in one SIMD-group function from different calls;
+// - a SIMD-group matrix load, store or product reached by only part of a
+//   SIMD-group (Metal leaves it undefined; the CUDA backend's tensor cores
+//   need every lane).
 //
 // Threadgroups run one after another in debug mode, on one OS thread, so the
 // checker needs no locks and its reports do not depend on scheduling. Each
@@ -68,7 +71,7 @@ inline bool is_warning(const std::string& kind) {
 struct DebugFinding {
   std::string kind;      // "data race", "SIMD lockstep", "uninitialized read",
                          // "out of bounds", "partial barrier", "divergent barrier",
-                         // "SIMD participation"
+                         // "SIMD participation", "partial SIMD-group matrix"
   std::string memory;    // "threadgroup 'tile'" / "tensor 'out'", empty for barriers
   std::string index;     // "[3]", "torch index [0, 5]", empty for barriers
   std::vector<std::string> threads;  // thread_position_in_grid of each, "(x, y, z)"
@@ -86,6 +89,7 @@ class AccessChecker {
   // From kernel code, through the runtime table (cpu_abi.h).
   void access(const void* address, uint32_t size, uint32_t flags, const void* pc);
   void sync(uint32_t kind, bool leaving, const void* pc);
+  void simdgroup_matrix(uint32_t op, uint32_t active, const void* pc);
   void threadgroup_storage(const coreai_cpu_threadgroup_storage& storage);
 
   bool found_anything() const { return !raw_.empty(); }
@@ -115,6 +119,7 @@ class AccessChecker {
     PartialBarrier,
     DivergentBarrier,
     SimdParticipation,
+    PartialMatrix,
   };
 
   // The thread making the current call; starts a new group run when the

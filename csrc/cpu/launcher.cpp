@@ -68,6 +68,14 @@ void rt_debug_sync(uint32_t kind, uint32_t leaving) {
   }
 }
 
+void rt_debug_simdgroup_matrix(uint32_t op, uint32_t active) {
+  if (AccessChecker* checker = AccessChecker::current()) {
+    KernelThread::Shield shield;
+    // Called from the SIMD-group matrix function inlined into the kernel.
+    checker->simdgroup_matrix(op, active, __builtin_return_address(0));
+  }
+}
+
 void rt_debug_threadgroup_storage(const coreai_cpu_threadgroup_storage* storage) {
   if (AccessChecker* checker = AccessChecker::current()) {
     KernelThread::Shield shield;
@@ -419,6 +427,7 @@ const coreai_cpu_runtime& runtime_table() {
       &rt_debug_access,
       &rt_debug_sync,
       &rt_debug_threadgroup_storage,
+      &rt_debug_simdgroup_matrix,
   };
   return table;
 }

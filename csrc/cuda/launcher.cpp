@@ -81,6 +81,9 @@ void run(int64_t /*handle*/, const KernelRecord& record, LaunchArgs& args) {
   }
   if (args.grid[0] == 0 || args.grid[1] == 0 || args.grid[2] == 0) return;  // nothing runs
   const std::array<unsigned, 3> grid = grid_of(record, dispatch);
+  dispatch.threads = threads;
+  dispatch.whole_groups = dispatch.folded == 0 && args.grid[0] % args.group[0] == 0 &&
+                          args.grid[1] % args.group[1] == 0 && args.grid[2] % args.group[2] == 0;
 
   const c10::DeviceGuard guard(device);
   make_primary_context_current(device.index());

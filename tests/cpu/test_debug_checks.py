@@ -326,3 +326,46 @@ def test_the_lockstep_limit_is_reported_in_debug_mode(capfd) -> None:
     assert "(0, 0, 0)" in found[0]["threads"]  # lane 0, the writer
     assert "src:6:" in " ".join(found[0]["lines"])  # the write inside the branch
     assert "relies on SIMD-group lockstep" in capfd.readouterr().err
+
+
+# One SIMD-group multiplies an 8x8 matrix by itself; `{guard}` may put the
+# product in divergent code.
+MATRIX = """
+simdgroup_float8x8 a;
+simdgroup_float8x8 acc = make_filled_simdgroup_matrix<float, 8, 8>(1.0f);
+simdgroup_load(a, &x[0, 0]);
+{guard}
+  simdgroup_multiply_accumulate(acc, a, a, acc);
+simdgroup_store(acc, &out[0, 0]);
+"""
+
+
+def _matrix_kernel(name: str, guard: str):
+    square = [Tensor("x", rank=2)], [Tensor("out", rank=2)]
+    return kernel(name, *square, MATRIX.format(guard=guard), ATTRS, debug=True)
+
+
+def test_a_simdgroup_product_in_divergent_code_is_reported_with_its_line() -> None:
+    # Metal leaves it undefined (and the CUDA backend's tensor cores need every
+    # lane): an error, naming the call's line and the lanes that skipped it.
+    k = _matrix_kernel("matrix_divergent", "if (lid < 16)")
+    pattern = (
+        r"kernel 'matrix_divergent': simdgroup_multiply_accumulate at src:6:\d+ was reached by "
+        r"only 16 of the 32 lanes of SIMD-group 0 of threadgroup \(0, 0, 0\): lane 16 "
+        r"\(thread_position_in_grid \(16, 0, 0\)\) and 15 more did not take part\. Metal leaves "
+        r"SIMD-group matrix operations undefined"
+    )
+    with pytest.raises(RuntimeError, match=pattern):
+        k(torch.ones(8, 8), grid=(32, 1, 1), group=(32, 1, 1), shapes=[[8, 8]])
+    (found,) = [f for f in C._last_debug_findings() if f["kind"] == "partial SIMD-group matrix"]
+    assert found["lines"][0].startswith("src:6:")
+    assert found["threads"] == ["(0, 0, 0)", "(16, 0, 0)"]
+
+
+def test_the_product_made_by_the_whole_simdgroup_is_clean() -> None:
+    k = _matrix_kernel("matrix_uniform", "")
+    x = torch.randint(-3, 4, (8, 8)).float()
+    (out,) = k(x, grid=(32, 1, 1), group=(32, 1, 1), shapes=[[8, 8]])
+    assert C._last_debug_findings() == []
+    # Small integers: every product and sum is exact in float.
+    torch.testing.assert_close(out, x @ x + 1, rtol=0, atol=0)

@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#define COREAI_CPU_ABI_VERSION 6
+#define COREAI_CPU_ABI_VERSION 7
 
 // Metal's SIMD-group width on Apple GPUs; quad-groups are 4 lanes.
 #define COREAI_CPU_SIMD_WIDTH 32
@@ -140,6 +140,12 @@ typedef struct coreai_cpu_threadgroup_storage {
 #define COREAI_CPU_SYNC_SIMDGROUP_BARRIER 1u
 #define COREAI_CPU_SYNC_SIMD_FUNCTION 2u
 
+// Debug mode: the SIMD-group matrix operation a SIMD-group reached
+// (debug_simdgroup_matrix's `op`).
+#define COREAI_CPU_MATRIX_LOAD 0u
+#define COREAI_CPU_MATRIX_STORE 1u
+#define COREAI_CPU_MATRIX_MULTIPLY 2u
+
 // Services the launcher provides to kernel code; handed to the kernel library
 // once, right after it is loaded.
 typedef struct coreai_cpu_runtime {
@@ -173,6 +179,11 @@ typedef struct coreai_cpu_runtime {
   // Debug mode: where a threadgroup variable is for the running thread, each
   // time the thread passes its declaration.
   void (*debug_threadgroup_storage)(const coreai_cpu_threadgroup_storage* storage);
+  // Debug mode: the lanes `active` of the running thread's SIMD-group reached
+  // the SIMD-group matrix operation `op` (COREAI_CPU_MATRIX_*) together; one
+  // of them reports it. Metal wants every lane of the SIMD-group there; where
+  // it is called from names the call in the kernel.
+  void (*debug_simdgroup_matrix)(uint32_t op, uint32_t active);
 } coreai_cpu_runtime;
 
 // Symbols every kernel library exports (see the entry shim written by the JIT).

@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#define COREAI_CUDA_ABI_VERSION 1
+#define COREAI_CUDA_ABI_VERSION 2
 
 // The __global__ function of every compiled module, and its name as a string.
 #define COREAI_CUDA_KERNEL coreai_cuda_kernel
@@ -28,6 +28,12 @@ typedef struct coreai_cuda_dispatch {
   // CUDA's grid limits (y and z below 2^16) and are numbered linearly over a
   // two-dimensional grid instead, x fastest.
   uint32_t folded;
+  // Since version 2, after the fields of version 1 (whose kernels read only
+  // those): group[0] * group[1] * group[2], and 1 when no threadgroup is cut
+  // at the grid edge and the grid is not folded, so that every block is a
+  // whole threadgroup and a thread's place needs no arithmetic.
+  uint32_t threads;
+  uint32_t whole_groups;
 } coreai_cuda_dispatch;
 
 #endif  // COREAI_MSL_CUDA_ABI_H

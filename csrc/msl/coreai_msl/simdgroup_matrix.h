@@ -33,7 +33,7 @@
 // backend's form for such launches, coreai::simd::launch_form), a matrix keeps
 // its elements in both layouts: the product reads and writes mma's directly,
 // so an accumulator stays in place across products, and loads and stores use
-// it too, as do the lane-by-lane products (float operands, divergent code);
+// it too, as do the lane-by-lane products of float operands;
 // Apple's copy is made eagerly, with shuffles that the optimiser deletes where
 // nothing reads it (thread_elements() does), so that it is current even where
 // thread_elements() is read in divergent code. Writing through
@@ -203,6 +203,22 @@ inline void note_access(coreai::lockstep::kind k, coreai::simd::site at) {
   }
 }
 
+// Debug mode: the lanes that reached a SIMD-group matrix operation together,
+// which the launcher's checker compares with the lanes the SIMD-group has
+// (access_checker.h). Loads and stores, which otherwise need no other lane,
+// meet the SIMD-group's other lanes at their call to find out.
+#if defined(COREAI_MSL_DEBUG) && !defined(__NVPTX__)
+inline void note_participants(std::uint32_t op, const coreai::simd::lanes_state& s) {
+  if (s.lane == coreai::simd::first_lane(s.active)) {
+    coreai::g_runtime->debug_simdgroup_matrix(op, s.active);
+  }
+}
+#define COREAI_MSL_DEBUG_MATRIX_MEETING(op, at) \
+  ::metal::simdgroup_layout::note_participants(op, ::coreai::simd::meet(at))
+#else
+#define COREAI_MSL_DEBUG_MATRIX_MEETING(op, at) ((void)0)
+#endif
+
 template <class P, class T>
 inline constexpr bool points_to =
     std::is_same_v<std::remove_cv_t<std::remove_pointer_t<decltype(coreai::raw(std::declval<P>()))>>,
@@ -217,6 +233,7 @@ inline void simdgroup_load(simdgroup_matrix<T, Cols, Rows>& d, P src,
                            COREAI_CALL_SITE) {
   static_assert(simdgroup_layout::points_to<P, T>,
                 "simdgroup_load: the source must point to the matrix's element type");
+  COREAI_MSL_DEBUG_MATRIX_MEETING(COREAI_CPU_MATRIX_LOAD, at);
   simdgroup_layout::note_access<P>(coreai::lockstep::read, at);
   const unsigned lane = simdgroup_layout::current_lane();
   const auto* from = coreai::raw(src);
@@ -242,6 +259,7 @@ inline void simdgroup_store(const simdgroup_matrix<T, Cols, Rows>& a, P dst,
                             bool transpose_matrix = false, COREAI_CALL_SITE) {
   static_assert(simdgroup_layout::points_to<P, T>,
                 "simdgroup_store: the destination must point to the matrix's element type");
+  COREAI_MSL_DEBUG_MATRIX_MEETING(COREAI_CPU_MATRIX_STORE, at);
   simdgroup_layout::note_access<P>(coreai::lockstep::write, at);
   const unsigned lane = simdgroup_layout::current_lane();
   auto* to = coreai::raw(dst);
@@ -400,6 +418,9 @@ inline void multiply_in_elements(simdgroup_matrix<TD, 8, 8>& d,
   };
   namespace cpu = coreai::simd::cpu;
   const cpu::view v = cpu::exchange(operands{a.elements_, b.elements_, c.elements_}, at);
+#ifdef COREAI_MSL_DEBUG
+  note_participants(COREAI_CPU_MATRIX_MULTIPLY, {v.lane, v.active});
+#endif
   const simdgroup_layout::full& result =
       cpu::combined<simdgroup_layout::full>(v, [&](simdgroup_layout::full& out) {
         // A lane that is not running contributes zeros (its elements are
@@ -445,30 +466,37 @@ inline std::uint32_t transposed_bits_of(const simdgroup_matrix<T, 8, 8>& m, std:
 }
 
 // d = a * b + c for launches whose SIMD-groups have all their lanes, in mma's
-// layout: on the matrix units when the whole SIMD-group runs the product, else
-// lane by lane. Apple's copy of d follows, for whoever reads it.
+// layout: on the matrix units for half and bfloat operands, else lane by lane.
+// Apple's copy of d follows, for whoever reads it.
+//
+// The whole SIMD-group runs the product: Metal leaves SIMD-group matrix
+// operations in divergent control flow undefined (MSL specification, 2.4
+// "SIMD-group Matrix Data Types"), so the product does not check that every
+// lane takes part (a check per product cost two thirds of the products'
+// throughput on the H200); the CPU backend's debug mode reports a kernel that
+// reaches one with part of a SIMD-group (docs/cpu.md, "Checking kernels").
 template <class TD, class TA, class TB, class TC>
 inline void multiply_in_fragments(simdgroup_matrix<TD, 8, 8>& d,
                                   const simdgroup_matrix<TA, 8, 8>& a,
                                   const simdgroup_matrix<TB, 8, 8>& b,
                                   const simdgroup_matrix<TC, 8, 8>& c) {
   namespace nvptx = coreai::simd::nvptx;
-  const std::uint32_t active = nvptx::active_lanes();
+  const std::uint32_t active = nvptx::kAllLanes;
   const unsigned lane = nvptx::lane_id();
   const vec<TA, 2> fa = fragment_of(a, active, lane);
-  const vec<TB, 2> fb = fragment_of(b, active, lane);
   const vec<TC, 2> fc = fragment_of(c, active, lane);
   vec<TD, 2> fd;
-  bool done = false;
   if constexpr (coreai::simd::has_matrix_units<TA, TB>) {
-    float d0 = static_cast<float>(fc[0]);
-    float d1 = static_cast<float>(fc[1]);
-    done = coreai::simd::multiply_8x8_fragments_if_converged<TA>(
-        nvptx::bits_of(fa), transposed_bits_of(b, active, lane), d0, d1);
+    float d0, d1;
+    coreai::simd::multiply_8x8_fragments<TA>(nvptx::bits_of(fa),
+                                             transposed_bits_of(b, active, lane),
+                                             static_cast<float>(fc[0]),
+                                             static_cast<float>(fc[1]), d0, d1);
     fd[0] = static_cast<TD>(d0);
     fd[1] = static_cast<TD>(d1);
+  } else {
+    fd = product_by_lanes<fragment_layout, TD>(fa, fragment_of(b, active, lane), fc);
   }
-  if (__builtin_expect(!done, 0)) fd = product_by_lanes<fragment_layout, TD>(fa, fb, fc);
   d.set_fragment(fd);
   d.elements_ = nvptx::pure_shuffle_pair(active, fd, nvptx::mma_to_apple_source(lane));
 }

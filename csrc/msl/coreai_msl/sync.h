@@ -122,11 +122,13 @@ struct extremum_op {
   template <class T>
   T operator()(const T& a, const T& b) const {
     return elementwise(a, b, [](auto x, auto y) {
+      const bool further = Max ? x < y : y < x;
       if constexpr (!std::is_integral_v<decltype(x)>) {
-        if (x != x) return y;
-        if (y != y) return x;
+        // One select, no branch: y if x is NaN, x if y is NaN, else the further one.
+        return (x != x || (y == y && further)) ? y : x;
+      } else {
+        return further ? y : x;
       }
-      return (Max ? x < y : y < x) ? y : x;
     });
   }
 };

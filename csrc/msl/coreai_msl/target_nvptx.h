@@ -38,12 +38,47 @@ namespace coreai::target {
 inline void threadgroup_barrier() { __nvvm_barrier_sync(0); }
 inline void simdgroup_barrier(simd::site) { __nvvm_bar_warp_sync(__nvvm_activemask()); }
 
+// A thread's place in its threadgroup from its index, by the group's size.
+inline void place(const coreai_cpu_group& g, std::uint32_t index, coreai_cpu_thread& t) {
+  t.index = index;
+  if (g.size[0] == g.thread_count) {  // one-dimensional groups: no division
+    t.position[0] = index;
+    t.position[1] = 0;
+    t.position[2] = 0;
+  } else {
+    t.position[0] = index % g.size[0];
+    t.position[1] = index / g.size[0] % g.size[1];
+    t.position[2] = index / (g.size[0] * g.size[1]);
+  }
+}
+
 // Fills in the caller's threadgroup and thread as Metal's dispatchThreads
 // defines them, and returns false for a CUDA thread past the end of its
 // (edge) threadgroup: it stands for no Metal thread and must exit at once.
+//
+// Everything here runs before the kernel's first load, and a thread of a
+// one-element-per-thread kernel does little else: where every block is a
+// whole threadgroup (the launcher says so), the group is the block and the
+// thread its CUDA thread, with no arithmetic on the way to the kernel.
 inline bool locate(const coreai_cuda_dispatch& d, coreai_cpu_group& g, coreai_cpu_thread& t) {
   // The special registers read as int; they hold unsigned values.
   const auto sreg = [](int value) { return static_cast<std::uint32_t>(value); };
+  g.meta_count = 0;  // the metadata is a kernel parameter of known size
+  for (int k = 0; k < 3; ++k) {
+    g.dispatch_size[k] = d.group[k];
+    g.grid[k] = d.grid[k];
+    g.groups_per_grid[k] = d.groups[k];
+  }
+  const std::uint32_t index = sreg(__nvvm_read_ptx_sreg_tid_x());
+  if (d.whole_groups != 0) {
+    g.position[0] = sreg(__nvvm_read_ptx_sreg_ctaid_x());
+    g.position[1] = sreg(__nvvm_read_ptx_sreg_ctaid_y());
+    g.position[2] = sreg(__nvvm_read_ptx_sreg_ctaid_z());
+    for (int k = 0; k < 3; ++k) g.size[k] = d.group[k];
+    g.thread_count = d.threads;
+    place(g, index, t);
+    return true;
+  }
   if (d.folded == 0) {
     g.position[0] = sreg(__nvvm_read_ptx_sreg_ctaid_x());
     g.position[1] = sreg(__nvvm_read_ptx_sreg_ctaid_y());
@@ -59,26 +94,12 @@ inline bool locate(const coreai_cuda_dispatch& d, coreai_cpu_group& g, coreai_cp
     g.position[2] = static_cast<std::uint32_t>(linear / d.groups[0] / d.groups[1]);
   }
   for (int k = 0; k < 3; ++k) {
-    g.dispatch_size[k] = d.group[k];
-    g.grid[k] = d.grid[k];
-    g.groups_per_grid[k] = d.groups[k];
     const std::uint32_t left = d.grid[k] - g.position[k] * d.group[k];
     g.size[k] = left < d.group[k] ? left : d.group[k];
   }
   g.thread_count = g.size[0] * g.size[1] * g.size[2];
-  g.meta_count = 0;  // the metadata is a kernel parameter of known size
-  const std::uint32_t index = sreg(__nvvm_read_ptx_sreg_tid_x());
   if (index >= g.thread_count) return false;
-  t.index = index;
-  if (g.size[0] == g.thread_count) {  // one-dimensional groups: no division
-    t.position[0] = index;
-    t.position[1] = 0;
-    t.position[2] = 0;
-  } else {
-    t.position[0] = index % g.size[0];
-    t.position[1] = index / g.size[0] % g.size[1];
-    t.position[2] = index / (g.size[0] * g.size[1]);
-  }
+  place(g, index, t);
   return true;
 }
 
@@ -153,7 +174,12 @@ inline T reduce(const T& value, unsigned width, Op op, site) {
   if (active == nvptx::kAllLanes) {
     for (unsigned s = 1; s < width; s *= 2) {
       const T other = nvptx::shuffle_xor(acc, s);
-      acc = (lane & s) != 0 ? op(other, acc) : op(acc, other);
+      // The lower block's value first, chosen by selects: one application of
+      // `op`, and no branch on the lane (which would run both sides in turn).
+      const bool upper = (lane & s) != 0;
+      const T low = upper ? other : acc;
+      const T high = upper ? acc : other;
+      acc = op(low, high);
     }
     return acc;
   }
@@ -328,42 +354,6 @@ inline void multiply_8x8_fragments(std::uint32_t a_bits, std::uint32_t bt_bits, 
 #endif
 }
 
-// The same where the SIMD-group may have diverged: d0, d1 come in as c and
-// leave as d if all 32 lanes run this, which is returned; else they are left
-// as they are (no lane multiplies). The test and the product are one block
-// of predicated instructions with no branch: a branch per product would end a
-// basic block at every mma, and ptxas then waits for each mma before the next
-// (a third of the throughput, measured on the H200). Here D is C (operands
-// 0-1), the predicate's value operand 2.
-#define COREAI_PREDICATED_MMA_M16N8K8(AB)                                                     \
-  "{\n .reg .pred p;\n .reg .b32 m;\n activemask.b32 m;\n setp.eq.b32 p, m, -1;\n"          \
-  " selp.u32 %2, 1, 0, p;\n"                                                                 \
-  " @p mma.sync.aligned.m16n8k8.row.col.f32." AB "." AB ".f32 {%0, %1, %3, %4}, {%5, %6}, {%7}," \
-  " {%0, %1, %8, %8};\n}"
-
-template <class E>
-inline bool multiply_8x8_fragments_if_converged(std::uint32_t a_bits, std::uint32_t bt_bits,
-                                                float& d0, float& d1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  std::uint32_t converged;
-  float unused0, unused1;
-  if constexpr (std::is_same_v<E, _Float16>) {
-    asm volatile(COREAI_PREDICATED_MMA_M16N8K8("f16")
-                 : "+f"(d0), "+f"(d1), "=r"(converged), "=f"(unused0), "=f"(unused1)
-                 : "r"(a_bits), "r"(0u), "r"(bt_bits), "f"(0.0f));
-  } else {
-    asm volatile(COREAI_PREDICATED_MMA_M16N8K8("bf16")
-                 : "+f"(d0), "+f"(d1), "=r"(converged), "=f"(unused0), "=f"(unused1)
-                 : "r"(a_bits), "r"(0u), "r"(bt_bits), "f"(0.0f));
-  }
-  return converged != 0;
-#else
-  (void)a_bits, (void)bt_bits, (void)d0, (void)d1;  // has_matrix_units is false below sm_80
-  return false;
-#endif
-}
-
-#undef COREAI_PREDICATED_MMA_M16N8K8
 #undef COREAI_MMA_M16N8K8
 
 template <class PA, class PB>

@@ -272,9 +272,14 @@ class tensor<T, metal::extents<IndexT, E...>, tensor_inline> {
 
   // The element at an index inside the extents.
   T& element(const std::int64_t (&idx)[Rank]) const {
+    // An index inside the extents fits their index type, and so does a
+    // stride: one multiplication of two such values, widened (on the GPU one
+    // instruction rather than a 64-bit multiply). An index outside, whose
+    // access Metal leaves undefined, is cut to that type.
     std::ptrdiff_t offset = 0;
     for (std::size_t d = 0; d < Rank; ++d) {
-      offset += static_cast<std::ptrdiff_t>(idx[d]) * strides_[d];
+      offset += static_cast<std::ptrdiff_t>(static_cast<IndexT>(idx[d])) *
+                static_cast<std::ptrdiff_t>(strides_[d]);
     }
     return data_[offset];
   }
