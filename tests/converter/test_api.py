@@ -293,21 +293,6 @@ def test_add_pytorch_module() -> None:
         TorchConverter().add_pytorch_module(Small(), export_fn=lambda m: 1 / 0)
 
 
-def test_stateful_programs_are_refused() -> None:
-    class Counter(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.register_buffer("count", torch.zeros(1))
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            self.count.add_(1)
-            return x + self.count
-
-    program = torch.export.export(Counter(), (torch.rand(2),))
-    with pytest.raises(NotImplementedError, match="stateful"):
-        TorchConverter().add_exported_program(program)
-
-
 def test_cond_runs_both_branches() -> None:
     class Model(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
