@@ -31,7 +31,7 @@ from .graph_lowering import (
 )
 from .kernels import kernel_lowering
 from .lowering_context import LoweringContext
-from .registry import lookup
+from .registry import lookup, stores_of
 from .state import MUTATION_ATTRIBUTE, State, find_states, is_state_output
 from .state import state_names as resolve_state_names
 from .symbolic import SymbolTable
@@ -458,11 +458,22 @@ def _read_by_lowered(node: fx.Node, folded: Any, live: set[fx.Node], lowerer: Gr
     """Whether a lowered call (or the output) reads ``node``: it then needs a value.
 
     A lowering registered with ``reads`` may read a node it is not a user of
-    (attention reading the key before ``repeat_kv``).
+    (attention reading the key before ``repeat_kv``); one registered with
+    ``stores`` may store a constant itself (compressed data at 4 bits).
     """
     if node in lowerer.read_by_hooks:
         return True
-    return any(user in live and user not in folded for user in node.users)
+    return any(
+        user in live and user not in folded and not _stored_by(user, node, lowerer)
+        for user in node.users
+    )
+
+
+def _stored_by(user: fx.Node, node: fx.Node, lowerer: GraphLowerer) -> bool:
+    stores = stores_of(user.target)
+    if stores is None or user_lowering(lowerer.user_lowerings, user.target) is not None:
+        return False
+    return node in stores(user)
 
 
 def _only_linear_weight(node: fx.Node, lowerer: GraphLowerer) -> bool:
