@@ -177,6 +177,11 @@ CASES: dict[str, tuple[Callable, list[torch.Tensor], dict]] = {
         [X3, torch.tensor([1, 0]), torch.tensor([6, 2]), _randn(2, 5, seed=1)],
         EXACT,
     ),
+    "index_copy_middle": (
+        lambda x, i, v: x.index_copy(1, i, v),
+        [X3, torch.tensor([4, 0]), _randn(2, 2, 8, seed=1)],
+        EXACT,
+    ),
     "scatter_src": (
         lambda x, i, s: x.scatter(2, i, s),
         [X3, _permutation_rows(8, 2, 5, keep=3), _randn(2, 5, 3, seed=1)],

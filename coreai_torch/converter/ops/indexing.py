@@ -164,6 +164,27 @@ def lower_index_put(ctx: LoweringContext, node: fx.Node) -> Value:
     return permute(scattered, [order.index(d) for d in range(n)])
 
 
+@register_lowering(aten.index_copy.default)
+def lower_index_copy(ctx: LoweringContext, node: fx.Node) -> Value:
+    """``x.index_copy(dim, index, source)``: rows of ``source`` written at ``index`` along dim.
+
+    A KV cache written at the positions of the new tokens. Lowered as a
+    scatter along the leading dim, with ``dim`` moved there and back.
+    """
+    x = ctx.value(ctx.arg("self"))
+    n = rank(x)
+    if n == 0:
+        return ctx.value(ctx.arg("source"), ctx.result_dtype())
+    dim = normalize_dim(ctx.arg("dim"), n)
+    index = unsqueeze(_indices(ctx, ctx.arg("index")), -1)
+    source = ctx.value(ctx.arg("source"), ctx.result_dtype())
+    if dim == 0:
+        return coreai.scatter_nd(x, index, source)
+    order = [dim, *(d for d in range(n) if d != dim)]
+    scattered = coreai.scatter_nd(permute(x, order), index, permute(source, order))
+    return permute(scattered, [order.index(d) for d in range(n)])
+
+
 _SCATTER_MODES = {
     "sum": "add",
     "add": "add",
