@@ -172,6 +172,7 @@ class TorchConverter:
         output_names: Sequence[str] | None = None,
         state_names: Sequence[str] | None = None,
         entrypoint_name: str = "main",
+        _externalized_exported_programs: Sequence[Any] | None = None,
     ) -> TorchConverter:
         """Stage a program as the entry point ``entrypoint_name``. Returns ``self``.
 
@@ -195,6 +196,8 @@ class TorchConverter:
                 "add_exported_program expects a torch.export.ExportedProgram, got "
                 f"{type(exported_program).__name__}"
             )
+        if _externalized_exported_programs is not None:
+            _refuse_externalization(entrypoint_name)
         if any(e.entrypoint_name == entrypoint_name for e in self._entries):
             raise ValueError(
                 f"an entry point named {entrypoint_name!r} is already staged; give each "
@@ -222,12 +225,20 @@ class TorchConverter:
         module: torch.nn.Module,
         *,
         export_fn: Callable[[torch.nn.Module], ExportedProgram],
+        externalize_modules: Sequence[Any] | None = None,
         input_names: Sequence[str] | None = None,
         output_names: Sequence[str] | None = None,
         state_names: Sequence[str] | None = None,
         entrypoint_name: str = "main",
     ) -> TorchConverter:
-        """Export ``module`` with ``export_fn`` and stage the result. Returns ``self``."""
+        """Export ``module`` with ``export_fn`` and stage the result. Returns ``self``.
+
+        ``externalize_modules`` (Apple's converter: submodules converted as
+        graphs of their own, composite ops) is not supported yet and raises
+        ``NotImplementedError``.
+        """
+        if externalize_modules:
+            _refuse_externalization(entrypoint_name)
         try:
             program = export_fn(module)
         except Exception as exc:
@@ -303,6 +314,15 @@ class TorchConverter:
         entries = ", ".join(e.entrypoint_name for e in self._entries) or "none"
         kernels = ", ".join(self._kernels) or "none"
         return f"TorchConverter(entry points: {entries}; kernels: {kernels})"
+
+
+def _refuse_externalization(entrypoint_name: str) -> None:
+    raise NotImplementedError(
+        f"entry point {entrypoint_name!r}: externalized modules and composite ops "
+        "(externalize_modules, _externalized_exported_programs) are not supported by "
+        "coreai_torch's converter yet; convert the model without them (their ops are "
+        "lowered inline), or with Apple's coreai-torch in an environment of its own"
+    )
 
 
 def _rewrite(module: MLIRModule) -> None:
