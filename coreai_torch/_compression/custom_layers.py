@@ -321,6 +321,30 @@ def _(nonzero_data, mask):
 # -- the modules coreai-opt builds --------------------------------------------------
 
 
+def _register_scales(
+    module: torch.nn.Module,
+    scale: torch.Tensor,
+    zero_point: torch.Tensor | None,
+    minval: torch.Tensor | None,
+) -> None:
+    """The quantization buffers every module below has (``None`` ones included)."""
+    module.register_buffer("scale", scale)
+    module.register_buffer("zero_point", zero_point)
+    module.register_buffer("minval", minval)
+
+
+def _dequantized(module: torch.nn.Module, data: torch.Tensor) -> torch.Tensor:
+    """``constexpr_blockwise_shift_scale`` of ``data`` with a module's scales and dtypes."""
+    return torch.ops.coreai.constexpr_blockwise_shift_scale(
+        data,
+        module.scale,
+        zero_point=module.zero_point,
+        minval=module.minval,
+        input_dtype=module.input_dtype,
+        output_dtype=module.output_dtype,
+    )
+
+
 class WeightDequantizeModule(torch.nn.Module):
     """A quantized weight: ``constexpr_blockwise_shift_scale`` of its buffers."""
 
@@ -335,21 +359,12 @@ class WeightDequantizeModule(torch.nn.Module):
     ) -> None:
         super().__init__()
         self.register_buffer("quantized_data", quantized_data)
-        self.register_buffer("scale", scale)
-        self.register_buffer("zero_point", zero_point)
-        self.register_buffer("minval", minval)
+        _register_scales(self, scale, zero_point, minval)
         self.input_dtype = input_dtype
         self.output_dtype = output_dtype
 
     def forward(self) -> torch.Tensor:
-        return torch.ops.coreai.constexpr_blockwise_shift_scale(
-            self.quantized_data,
-            self.scale,
-            zero_point=self.zero_point,
-            minval=self.minval,
-            input_dtype=self.input_dtype,
-            output_dtype=self.output_dtype,
-        )
+        return _dequantized(self, self.quantized_data)
 
 
 class PalettizeModule(torch.nn.Module):
@@ -384,22 +399,14 @@ class ScaledPalettizeModule(torch.nn.Module):
         super().__init__()
         self.register_buffer("indices", indices)
         self.register_buffer("lut", lut)
-        self.register_buffer("scale", scale)
-        self.register_buffer("zero_point", zero_point)
-        self.register_buffer("minval", minval)
+        _register_scales(self, scale, zero_point, minval)
         self.vector_axis = vector_axis or 0
         self.input_dtype = input_dtype
         self.output_dtype = output_dtype
 
     def forward(self) -> torch.Tensor:
-        return torch.ops.coreai.constexpr_blockwise_shift_scale(
-            torch.ops.coreai.lut_to_dense(self.indices, self.lut, self.vector_axis),
-            scale=self.scale,
-            zero_point=self.zero_point,
-            minval=self.minval,
-            input_dtype=self.input_dtype,
-            output_dtype=self.output_dtype,
-        )
+        palettized = torch.ops.coreai.lut_to_dense(self.indices, self.lut, self.vector_axis)
+        return _dequantized(self, palettized)
 
 
 class SparseModule(torch.nn.Module):
@@ -426,9 +433,7 @@ class ActivationQuantizeModule(torch.nn.Module):
         axis: int = 0,
     ) -> None:
         super().__init__()
-        self.register_buffer("scale", scale)
-        self.register_buffer("zero_point", zero_point)
-        self.register_buffer("minval", minval)
+        _register_scales(self, scale, zero_point, minval)
         self.output_dtype = output_dtype
         self.axis = axis
 
@@ -456,9 +461,7 @@ class ActivationDequantizeModule(torch.nn.Module):
         output_dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        self.register_buffer("scale", scale)
-        self.register_buffer("zero_point", zero_point)
-        self.register_buffer("minval", minval)
+        _register_scales(self, scale, zero_point, minval)
         self.axis = axis
         self.input_dtype = input_dtype
         self.output_dtype = output_dtype
