@@ -13,6 +13,13 @@ Targets:
 - For a 4-layer tiny Llama: converting the raw export (preparation, lowering,
   Core AI's rewrite passes and verification included) takes at most 0.05 times
   as long as exporting the model.
+- For a stateful decoder (``tests/converter/test_state.py``'s Llama-style
+  decoder, its KV cache as Core AI state): converting the raw exports of its
+  prefill and decode entry points into one program takes at most 0.05 times
+  as long as exporting them.
+- For the tiny Llama compressed by coreai-opt (int4 weights per block of 32,
+  finalized for Core AI): converting its raw export takes at most 1.5 times
+  as long as converting the float model's raw export.
 - For a stack of small linear layers: converting takes at most 1.25 times as
   long per weight at 2000 weights as at 250. Per-weight work that grows with
   the weights already converted (a resource name probed against every earlier
@@ -47,6 +54,8 @@ SEQUENCE = 16
 # A few families of different kinds, for --smoke.
 SMOKE_FAMILIES = ("llama", "bert", "resnet", "lstm-bidirectional")
 SCALING_TARGET = 1.25
+STATE_TARGET = 0.05
+COMPRESSED_TARGET = 1.5
 # Weights of the small and the large linear stack (and with --smoke).
 WEIGHTS = (250, 2000)
 SMOKE_WEIGHTS = (50, 400)
@@ -132,6 +141,86 @@ def llama_rows(smoke: bool) -> list[dict[str, Any]]:
     ]
 
 
+def state_rows(smoke: bool) -> list[dict[str, Any]]:
+    """Export and conversion times of the stateful decoder's two entry points."""
+    from coreai_torch import TorchConverter
+    from tests.converter.test_state import PROMPT, Decoder
+
+    torch.manual_seed(0)
+    model = Decoder().eval()
+    plan = Plan(warmup=1, reps=1 if smoke else 7, calls=1)
+
+    def export() -> dict[str, torch.export.ExportedProgram]:
+        return {
+            name: torch.export.export(model, (torch.zeros(1, n, dtype=torch.long), torch.arange(n)))
+            for name, n in (("prefill", PROMPT), ("decode", 1))
+        }
+
+    programs = export()
+
+    def convert() -> None:
+        converter = TorchConverter()
+        for name, program in programs.items():
+            converter.add_exported_program(program, entrypoint_name=name)
+        converter.to_coreai()
+
+    exporting, converting = measure_interleaved([export, convert], plan)
+    return [
+        row(
+            "conversion.stateful_decoder",
+            "Convert stateful decoder (KV cache state, prefill + decode) / torch.export time, s",
+            converting.median,
+            baseline=exporting.median,
+            target=f"<= {STATE_TARGET:g}",
+            passed=converting.median / exporting.median <= STATE_TARGET,
+            ours_best=converting.best,
+            baseline_best=exporting.best,
+        )
+    ]
+
+
+def compression_rows(smoke: bool) -> list[dict[str, Any]]:
+    """Conversion of the tiny Llama with coreai-opt's int4 weights against the float one."""
+    import warnings as _warnings
+
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("ignore")  # torchao's notes about the torch version
+        from coreai_opt.quantization import (
+            ExecutionMode,
+            ModuleQuantizerConfig,
+            Quantizer,
+            QuantizerConfig,
+        )
+
+    model = tiny_llama()
+    ids = torch.randint(0, 256, (1, SEQUENCE), generator=torch.Generator().manual_seed(0))
+    float_program = torch.export.export(model, (ids,))
+    config = QuantizerConfig(
+        global_config=None,
+        module_type_configs={torch.nn.Linear: ModuleQuantizerConfig.presets.w4_per_block()},
+        execution_mode=ExecutionMode.EAGER,
+    )
+    quantizer = Quantizer(model, config)
+    quantizer.prepare((ids,))
+    compressed_program = torch.export.export(quantizer.finalize(), (ids,))
+    plan = Plan(warmup=1, reps=1 if smoke else 7, calls=1)
+    floating, compressed = measure_interleaved(
+        [lambda: _convert(float_program), lambda: _convert(compressed_program)], plan
+    )
+    return [
+        row(
+            "conversion.llama4_int4",
+            f"Convert {LAYERS}-layer tiny Llama, int4 per block (coreai-opt) / float, s",
+            compressed.median,
+            baseline=floating.median,
+            target=f"<= {COMPRESSED_TARGET:g}",
+            passed=compressed.median / floating.median <= COMPRESSED_TARGET,
+            ours_best=compressed.best,
+            baseline_best=floating.best,
+        )
+    ]
+
+
 def _linear_stack(count: int) -> torch.export.ExportedProgram:
     """The export of ``count`` bias-free 32x32 linears in a row: one 4 KiB weight each."""
     torch.manual_seed(0)
@@ -203,7 +292,13 @@ def zoo_rows(times: list[tuple[str, float, float]]) -> list[dict[str, Any]]:
 
 
 def run(smoke: bool) -> list[dict[str, Any]]:
-    return zoo_rows(family_times(smoke)) + llama_rows(smoke) + weight_rows(smoke)
+    return (
+        zoo_rows(family_times(smoke))
+        + llama_rows(smoke)
+        + state_rows(smoke)
+        + compression_rows(smoke)
+        + weight_rows(smoke)
+    )
 
 
 def _cell(value: Any) -> str:
@@ -232,7 +327,8 @@ def main() -> None:
         print()
     print("| metric | ours | baseline | ratio | target | pass/fail |")
     print("|---|---|---|---|---|---|")
-    for r in zoo_rows(times) + llama_rows(args.smoke) + weight_rows(args.smoke):
+    rows = llama_rows(args.smoke) + state_rows(args.smoke) + compression_rows(args.smoke)
+    for r in zoo_rows(times) + rows + weight_rows(args.smoke):
         cells = [r["metric"], r["ours"], r["baseline"], r["ratio"], r["target"], r["pass"]]
         print("| " + " | ".join(_cell(c) for c in cells) + " |")
 

@@ -53,4 +53,21 @@ def __getattr__(name: str) -> Any:
         from . import converter
 
         return getattr(converter, name)
+    if name in _NOT_YET:
+        raise AttributeError(
+            f"coreai_torch.{name} (Apple's externalized modules and composite ops) is not "
+            "supported by this package yet; see the README's comparison with Apple's package"
+        )
     raise AttributeError(f"module 'coreai_torch' has no attribute {name!r}")
+
+
+# Public names of Apple's coreai-torch this package does not have yet.
+_NOT_YET = frozenset(
+    {
+        "ExternalizeSpec",
+        "_patch_model_for_externalization",
+        "_subexport_and_restore",
+        "generate_composite_decl",
+        "composite_ops",
+    }
+)

@@ -49,22 +49,99 @@ def _to_torch(array: np.ndarray) -> torch.Tensor:
 
 
 def run_program(
-    program: Any, inputs: dict[str, torch.Tensor], entrypoint: str = "main"
+    program: Any,
+    inputs: dict[str, torch.Tensor],
+    entrypoint: str = "main",
+    state: dict[str, torch.Tensor] | None = None,
 ) -> dict[str, torch.Tensor]:
     """Runs one entry point of an ``AIProgram``; returns its outputs by name.
 
     The program is saved as an asset in a temporary directory, loaded by the
-    runtime and called once.
+    runtime and called once. ``state`` gives a stateful program's states by
+    name; the call writes their new values into those tensors. To call a
+    program several times (decode steps), use :class:`LoadedProgram`.
     """
-    from coreai.runtime import NDArray
+    with LoadedProgram(program) as loaded:
+        return loaded.run(inputs, entrypoint, state)
 
-    async def call() -> dict[str, np.ndarray]:
-        with tempfile.TemporaryDirectory(prefix="coreai_torch_run_") as directory:
-            asset = program.save_asset(Path(directory) / "program.aimodel")
-            async with asset.executable() as model:
-                function = model.load_function(entrypoint)
-                arrays = {name: NDArray(_to_numpy(t)) for name, t in inputs.items()}
-                outputs = await function(arrays)
-                return {name: value.numpy().copy() for name, value in outputs.items()}
 
-    return {name: _to_torch(a) for name, a in asyncio.run(call()).items()}
+class LoadedProgram:
+    """An ``AIProgram`` saved and loaded in the runtime once, for many calls.
+
+    States are torch tensors the caller keeps: each call reads them and writes
+    their new values back, so entry points that name the same state (prefill
+    and decode) share it.
+
+    >>> import torch
+    >>> from coreai_torch import TorchConverter
+    >>> class Counter(torch.nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.register_buffer("count", torch.zeros(1))
+    ...     def forward(self, x):
+    ...         self.count.add_(1)
+    ...         return x * self.count
+    >>> ep = torch.export.export(Counter(), (torch.ones(2),))
+    >>> program = TorchConverter().add_exported_program(
+    ...     ep, input_names=["x"], output_names=["y"], state_names=["count"]).to_coreai()
+    >>> count = torch.zeros(1)
+    >>> with LoadedProgram(program) as loaded:
+    ...     _ = loaded.run({"x": torch.ones(2)}, state={"count": count})
+    ...     loaded.run({"x": torch.ones(2)}, state={"count": count})["y"]
+    tensor([2., 2.])
+    """
+
+    def __init__(self, program: Any) -> None:
+        self._program = program
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._directory: tempfile.TemporaryDirectory | None = None
+        self._executable: Any = None
+        self._model: Any = None
+        self._functions: dict[str, Any] = {}
+
+    def __enter__(self) -> LoadedProgram:
+        self._loop = asyncio.new_event_loop()
+        self._directory = tempfile.TemporaryDirectory(prefix="coreai_torch_run_")
+        try:
+            asset = self._program.save_asset(Path(self._directory.name) / "program.aimodel")
+            self._executable = asset.executable()
+            self._model = self._loop.run_until_complete(self._executable.__aenter__())
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            if self._model is not None:
+                self._loop.run_until_complete(self._executable.__aexit__(None, None, None))
+        finally:
+            self._model = self._executable = None
+            self._functions.clear()
+            if self._directory is not None:
+                self._directory.cleanup()
+                self._directory = None
+            if self._loop is not None:
+                self._loop.close()
+                self._loop = None
+
+    def run(
+        self,
+        inputs: dict[str, torch.Tensor],
+        entrypoint: str = "main",
+        state: dict[str, torch.Tensor] | None = None,
+    ) -> dict[str, torch.Tensor]:
+        """Call ``entrypoint``; returns its outputs and updates ``state`` in place."""
+        from coreai.runtime import NDArray
+
+        if self._model is None:
+            raise RuntimeError("LoadedProgram.run outside its `with` block")
+        function = self._functions.get(entrypoint)
+        if function is None:
+            function = self._functions[entrypoint] = self._model.load_function(entrypoint)
+        arrays = {name: NDArray(_to_numpy(t)) for name, t in inputs.items()}
+        states = {name: NDArray(_to_numpy(t)) for name, t in (state or {}).items()}
+        outputs = self._loop.run_until_complete(function(arrays, state=states))
+        for name, array in states.items():
+            state[name].copy_(_to_torch(array.numpy()))
+        return {name: _to_torch(value.numpy().copy()) for name, value in outputs.items()}

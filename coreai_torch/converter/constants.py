@@ -32,11 +32,14 @@ from coreai._compiler.ir import (
     DenseResourceElementsAttr,
     F32Type,
     InsertionPoint,
+    IntegerAttr,
     IntegerType,
     RankedTensorType,
     Type,
     Value,
 )
+
+from .._compression._intx import pack_bits
 
 # Arrays up to this many elements are cached; larger ones are data, not operands.
 _LARGEST = 64
@@ -161,3 +164,31 @@ def forget() -> None:
     """Drop every cached constant (a conversion ends)."""
     _CACHE.clear()
     _RESOURCES.clear()
+
+
+def packed_constant(values: np.ndarray, element: Type) -> Value:
+    """A constant of sub-byte integers (si4, ui1, ...), stored at their size.
+
+    ``values`` holds one element per byte (int8 or uint8); they are packed
+    into a little-endian bit stream (``_compression._intx``), the layout Core
+    AI reads, and kept as a
+    resource, so a 4-bit weight takes half the bytes of an 8-bit one. One
+    value repeated is written inline.
+    """
+    kind = RankedTensorType.get(list(values.shape), element)
+    flat = values.reshape(-1)
+    if flat.size == 0 or (flat == flat[0]).all():
+        fill = int(flat[0]) if flat.size else 0
+        return ConstantOp(
+            value=DenseElementsAttr.get_splat(kind, IntegerAttr.get(element, fill))
+        ).result
+    packed = pack_bits(flat, IntegerType(element).width)
+    # An aligned copy: the resource's storage (see weight_attribute).
+    storage = np.empty(packed.size + _ALIGNMENT, dtype=np.uint8)
+    start = -storage.__array_interface__["data"][0] % _ALIGNMENT
+    data = storage[start : start + packed.size]
+    data[:] = packed
+    name = f"constant_{next(_names)}"
+    attr = DenseResourceElementsAttr.get_from_buffer(data, name, kind, alignment=_ALIGNMENT)
+    _RESOURCES[("packed", name)] = (data, attr)
+    return ConstantOp(value=attr).result

@@ -12,7 +12,7 @@ import coreai.authoring
 import torch
 import torch.fx as fx
 from coreai._compiler.dialects import coreai
-from coreai._compiler.ir import InsertionPoint, Location, MLIRError
+from coreai._compiler.ir import ArrayAttr, DictAttr, InsertionPoint, Location, MLIRError, StringAttr
 from coreai._compiler.ir import Module as MLIRModule
 from coreai._compiler.passmanager import PassManager
 from coreai.authoring import AIProgram, Context, Module
@@ -31,8 +31,9 @@ from .graph_lowering import (
 )
 from .kernels import kernel_lowering
 from .lowering_context import LoweringContext
-from .mutation import memory_root, mutates_input
-from .registry import lookup
+from .registry import lookup, stores_of
+from .state import MUTATION_ATTRIBUTE, State, find_states, is_state_output
+from .state import state_names as resolve_state_names
 from .symbolic import SymbolTable
 
 # Namespaces whose ops the converter itself must lower (control flow, Core AI ops).
@@ -48,6 +49,8 @@ class _Entry:
     input_names: list[str] | None
     output_names: list[str] | None
     entrypoint_name: str
+    states: list[State]
+    state_names: list[str]
 
 
 class TorchConverter:
@@ -169,6 +172,7 @@ class TorchConverter:
         output_names: Sequence[str] | None = None,
         state_names: Sequence[str] | None = None,
         entrypoint_name: str = "main",
+        _externalized_exported_programs: Sequence[Any] | None = None,
     ) -> TorchConverter:
         """Stage a program as the entry point ``entrypoint_name``. Returns ``self``.
 
@@ -176,8 +180,16 @@ class TorchConverter:
         is when every op in it has a lowering (built in, a registered kernel, or
         a ``register_torch_lowering`` made before this call), and decomposed
         with :func:`get_decomp_table` otherwise. ``input_names`` / ``output_names``
-        default to the FX names (the ``forward`` argument names, and the names
-        of the nodes producing the outputs).
+        name the inputs and outputs that are not state, and default to the FX
+        names (the ``forward`` argument names, and the names of the nodes
+        producing the outputs).
+
+        Buffers and inputs the program writes into (a KV cache filled with
+        ``index_copy_`` or slice assignment) become Core AI state
+        (``state.py``): ``state_names`` gives one name per state, mutated
+        buffers first, then mutated inputs, in placeholder order; by default a
+        state is named after its placeholder (``b_cache`` for a buffer
+        ``cache``). Entry points that name the same state share it at run time.
         """
         if not isinstance(exported_program, ExportedProgram):
             raise TypeError(
@@ -185,11 +197,8 @@ class TorchConverter:
                 f"{type(exported_program).__name__}"
             )
         check_entrypoint_name(entrypoint_name)
-        if state_names:
-            raise NotImplementedError(
-                f"entry point {entrypoint_name!r}: state_names were given, but this converter "
-                "does not convert stateful programs (mutated buffers or inputs) yet"
-            )
+        if _externalized_exported_programs is not None:
+            _refuse_externalization(entrypoint_name)
         if any(e.entrypoint_name == entrypoint_name for e in self._entries):
             raise ValueError(
                 f"an entry point named {entrypoint_name!r} is already staged; give each "
@@ -199,13 +208,15 @@ class TorchConverter:
         # decomposed; see decomp.prepare.
         user_lowerings = dict(self._user_lowerings)
         program = prepare(exported_program, lambda target: is_lowerable(target, user_lowerings))
-        _reject_state(program, entrypoint_name)
+        states = find_states(program)
         self._entries.append(
             _Entry(
                 program=program,
                 input_names=list(input_names) if input_names is not None else None,
                 output_names=list(output_names) if output_names is not None else None,
                 entrypoint_name=entrypoint_name,
+                states=states,
+                state_names=resolve_state_names(states, state_names, entrypoint_name),
             )
         )
         return self
@@ -215,12 +226,20 @@ class TorchConverter:
         module: torch.nn.Module,
         *,
         export_fn: Callable[[torch.nn.Module], ExportedProgram],
+        externalize_modules: Sequence[Any] | None = None,
         input_names: Sequence[str] | None = None,
         output_names: Sequence[str] | None = None,
         state_names: Sequence[str] | None = None,
         entrypoint_name: str = "main",
     ) -> TorchConverter:
-        """Export ``module`` with ``export_fn`` and stage the result. Returns ``self``."""
+        """Export ``module`` with ``export_fn`` and stage the result. Returns ``self``.
+
+        ``externalize_modules`` (Apple's converter: submodules converted as
+        graphs of their own, composite ops) is not supported yet and raises
+        ``NotImplementedError``.
+        """
+        if externalize_modules:
+            _refuse_externalization(entrypoint_name)
         try:
             program = export_fn(module)
         except Exception as exc:
@@ -315,6 +334,15 @@ def check_entrypoint_name(name: object) -> str:
     return name
 
 
+def _refuse_externalization(entrypoint_name: str) -> None:
+    raise NotImplementedError(
+        f"entry point {entrypoint_name!r}: externalized modules and composite ops "
+        "(externalize_modules, _externalized_exported_programs) are not supported by "
+        "coreai_torch's converter yet; convert the model without them (their ops are "
+        "lowered inline), or with Apple's coreai-torch in an environment of its own"
+    )
+
+
 def _rewrite(module: MLIRModule) -> None:
     """Run Core AI's pre-compilation rewrite on ``module``, verified before and after.
 
@@ -356,32 +384,20 @@ def _diagnostics(error: MLIRError) -> str:
     return "\n".join(lines) or f"  {error}"
 
 
-def _reject_state(program: ExportedProgram, entrypoint_name: str) -> None:
-    signature = program.graph_signature
-    mutated = [*signature.buffers_to_mutate.values(), *signature.user_inputs_to_mutate.values()]
-    # A raw export keeps such writes as in-place ops on the placeholder itself.
-    placeholders = {spec.arg.name: spec.target or spec.arg.name for spec in signature.input_specs}
-    for node in program.graph.nodes:
-        if node.op == "call_function" and mutates_input(node.target):
-            root = memory_root(node)
-            if root.op == "placeholder":
-                mutated.append(placeholders.get(root.name, root.name))
-    if mutated:
-        names = sorted(set(mutated))
-        raise NotImplementedError(
-            f"entry point {entrypoint_name!r}: the program mutates {names} in place; "
-            "stateful programs are not converted yet. Return the new value instead of "
-            "mutating it."
-        )
-
-
 def _emit_entry(entry: _Entry, lowerer: GraphLowerer) -> None:
     program = entry.program
     graph_module = program.graph_module
     signature = program.graph_signature
     kinds = {spec.arg.name: spec for spec in signature.input_specs}
     placeholders = [n for n in graph_module.graph.nodes if n.op == "placeholder"]
-    user_inputs = [n for n in placeholders if kinds[n.name].kind == InputKind.USER_INPUT]
+    state_of = {
+        state.placeholder: name for state, name in zip(entry.states, entry.state_names, strict=True)
+    }
+    # The graph's arguments, in placeholder order: inputs and states.
+    arguments = [
+        n for n in placeholders if kinds[n.name].kind == InputKind.USER_INPUT or n in state_of
+    ]
+    user_inputs = [n for n in arguments if n not in state_of]
 
     for node in user_inputs:
         if not isinstance(node.meta.get("val"), torch.Tensor):
@@ -389,25 +405,28 @@ def _emit_entry(entry: _Entry, lowerer: GraphLowerer) -> None:
                 f"entry point {entry.entrypoint_name!r}: input {node.name!r} is a "
                 f"{type(node.meta.get('val')).__name__}, Core AI programs take tensors only"
             )
-    input_names = _names(
-        entry.input_names, [n.name for n in user_inputs], "input", entry.entrypoint_name
+    input_names = iter(
+        _names(entry.input_names, [n.name for n in user_inputs], "input", entry.entrypoint_name)
     )
+    argument_names = [state_of[n] if n in state_of else next(input_names) for n in arguments]
     output_node = next(n for n in graph_module.graph.nodes if n.op == "output")
-    output_args = list(output_node.args[0])
+    output_args = [
+        arg for index, arg in enumerate(output_node.args[0]) if not is_state_output(program, index)
+    ]
     default_outputs = [a.name if isinstance(a, fx.Node) else str(a) for a in output_args]
     output_names = _names(entry.output_names, default_outputs, "output", entry.entrypoint_name)
 
     graph = coreai.GraphOp(
         name=entry.entrypoint_name,
-        input_types=[dtypes.tensor_type(n.meta["val"]) for n in user_inputs],
+        input_types=[dtypes.tensor_type(n.meta["val"]) for n in arguments],
         result_types=[],
-        input_names=input_names,
+        input_names=argument_names,
         loc=Location.unknown(),
     )
     symbols = SymbolTable()
     ctx = LoweringContext(symbols, graph_module)
     with graph.block:
-        for node, argument in zip(user_inputs, graph.arguments, strict=True):
+        for node, argument in zip(arguments, graph.arguments, strict=True):
             ctx.values[node.name] = argument
             symbols.add_source(node.meta["val"], argument)
         symbols.materialize()
@@ -444,18 +463,55 @@ def _emit_entry(entry: _Entry, lowerer: GraphLowerer) -> None:
                 with ctx.lowering(node):
                     ctx.values[node.name] = pool.constant(tensor)
         outputs = lowerer.lower_nodes(graph_module, ctx)
-        graph.outputs_spec = list(zip(output_names, outputs, strict=True))
+        new_states = [
+            ctx.value(state.new_value)
+            if state.new_value is not None
+            # A raw export's writes leave the placeholder's last version here.
+            else ctx.values[state.placeholder.name]
+            for state in entry.states
+        ]
+        outputs = [
+            value for index, value in enumerate(outputs) if not is_state_output(program, index)
+        ]
+        graph.outputs_spec = [
+            *zip(entry.state_names, new_states, strict=True),
+            *zip(output_names, outputs, strict=True),
+        ]
+    if state_of:
+        _mark_states(graph, arguments, state_of)
+
+
+def _mark_states(graph: Any, arguments: list[fx.Node], state_of: dict[fx.Node, str]) -> None:
+    """Give each state argument the attribute naming the output of its new value."""
+    attributes = []
+    for node, existing in zip(arguments, graph.arg_attrs, strict=True):
+        entries = {named.name: named.attr for named in existing}
+        if node in state_of:
+            entries[MUTATION_ATTRIBUTE] = StringAttr.get(state_of[node])
+        attributes.append(DictAttr.get(entries))
+    graph.arg_attrs = ArrayAttr.get(attributes)
 
 
 def _read_by_lowered(node: fx.Node, folded: Any, live: set[fx.Node], lowerer: GraphLowerer) -> bool:
     """Whether a lowered call (or the output) reads ``node``: it then needs a value.
 
     A lowering registered with ``reads`` may read a node it is not a user of
-    (attention reading the key before ``repeat_kv``).
+    (attention reading the key before ``repeat_kv``); one registered with
+    ``stores`` may store a constant itself (compressed data at 4 bits).
     """
     if node in lowerer.read_by_hooks:
         return True
-    return any(user in live and user not in folded for user in node.users)
+    return any(
+        user in live and user not in folded and not _stored_by(user, node, lowerer)
+        for user in node.users
+    )
+
+
+def _stored_by(user: fx.Node, node: fx.Node, lowerer: GraphLowerer) -> bool:
+    stores = stores_of(user.target)
+    if stores is None or user_lowering(lowerer.user_lowerings, user.target) is not None:
+        return False
+    return node in stores(user)
 
 
 def _only_linear_weight(node: fx.Node, lowerer: GraphLowerer) -> bool:

@@ -34,6 +34,8 @@ LoweringResult = Value | Sequence[Value] | None
 Lowering = Callable[["LoweringContext", fx.Node], LoweringResult]
 # The nodes a lowering reads for a call node, where they are not its arguments.
 Reads = Callable[[fx.Node], list[fx.Node]]
+# The constant arguments of a call node that its lowering stores itself.
+Stores = Callable[[fx.Node], list[fx.Node]]
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class Registration:
     keep_in_export: bool
     # See register_lowering.
     reads: Reads | None = None
+    stores: Stores | None = None
 
 
 _REGISTRY: dict[Any, Registration] = {}
@@ -53,6 +56,7 @@ def register_lowering(
     *targets: OpOverload | Callable[..., Any],
     keep_in_export: bool = False,
     reads: Reads | None = None,
+    stores: Stores | None = None,
 ) -> Callable[[Lowering], Lowering]:
     """Register the decorated function as the lowering of each of ``targets``.
 
@@ -69,6 +73,12 @@ def register_lowering(
     ``LoweringContext.reads_apply`` is true (graphs without in-place ops or
     vmap regions, whose nodes are lowered as they stand), and the lowering
     must then read exactly the nodes it listed.
+
+    ``stores(node)``, when given, lists the constant arguments (parameters,
+    buffers) of ``node`` that the lowering stores in a form of its own, from
+    ``ctx.known``, rather than reading their values: compressed data kept as
+    4-bit elements. Such a constant gets no constant of its own unless
+    another lowering reads it.
     """
     for target in targets:
         if isinstance(target, OpOverloadPacket):
@@ -81,7 +91,7 @@ def register_lowering(
         for target in targets:
             if target in _REGISTRY:
                 raise ValueError(f"a lowering for {target} is already registered")
-            _REGISTRY[target] = Registration(lowering, keep_in_export, reads)
+            _REGISTRY[target] = Registration(lowering, keep_in_export, reads, stores)
             _BY_ID.pop(id(target), None)
         return lowering
 
@@ -109,6 +119,12 @@ def reads_of(target: Any) -> Reads | None:
     """The ``reads`` a target's built-in lowering was registered with, if any."""
     registration = _registration(target)
     return registration.reads if registration is not None else None
+
+
+def stores_of(target: Any) -> Stores | None:
+    """The ``stores`` a target's built-in lowering was registered with, if any."""
+    registration = _registration(target)
+    return registration.stores if registration is not None else None
 
 
 def ops_kept_in_export() -> list[OpOverload]:

@@ -42,6 +42,13 @@ def _permutation_rows(n: int, *leading: int, keep: int, seed: int = 0) -> torch.
     return torch.argsort(_randn(*leading, n, seed=seed), dim=-1)[..., :keep]
 
 
+def _assigned(x: torch.Tensor, where: tuple, values: torch.Tensor) -> torch.Tensor:
+    """``x`` with ``x[where] = values``: an in-place index_put_ on a copy."""
+    out = x.clone()
+    out[where] = values
+    return out
+
+
 X3 = _randn(2, 5, 8)
 X4 = _randn(2, 4, 7, 6)
 
@@ -158,6 +165,21 @@ CASES: dict[str, tuple[Callable, list[torch.Tensor], dict]] = {
     "index_put_broadcast_value": (
         lambda x, i, j: x.index_put((i, j), torch.tensor(7.0)),
         [X3, torch.tensor([0, 1]), torch.tensor([4, 2])],
+        EXACT,
+    ),
+    "index_put_middle": (
+        lambda x, i, v: _assigned(x, (slice(None), i), v),
+        [X3, torch.tensor([3, 0]), _randn(2, 2, 8, seed=1)],
+        EXACT,
+    ),
+    "index_put_separated": (
+        lambda x, i, j, v: _assigned(x, (i, slice(None), j), v),
+        [X3, torch.tensor([1, 0]), torch.tensor([6, 2]), _randn(2, 5, seed=1)],
+        EXACT,
+    ),
+    "index_copy_middle": (
+        lambda x, i, v: x.index_copy(1, i, v),
+        [X3, torch.tensor([4, 0]), _randn(2, 2, 8, seed=1)],
         EXACT,
     ),
     "scatter_src": (

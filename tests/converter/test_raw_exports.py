@@ -83,9 +83,16 @@ def _through_reshape_and_contiguous(x: torch.Tensor) -> torch.Tensor:
     return y + z[0, 0]
 
 
+def _aliases(x: torch.Tensor) -> torch.Tensor:
+    y = torch.multiply(x, 3).subtract(1)
+    y.multiply_(torch.clip(x, -0.5, 0.5))  # in place: the alias's out-of-place twin
+    return torch.where(torch.greater(y, 0), torch.negative(y), torch.true_divide(y, 4))
+
+
 @pytest.mark.parametrize(
     "function",
     [
+        _aliases,
         _residual,
         _slice_assignment,
         _write_through_permuted_view,

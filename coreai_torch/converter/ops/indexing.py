@@ -137,19 +137,52 @@ def lower_index_put(ctx: LoweringContext, node: fx.Node) -> Value:
             "lowering yet; only assignment (x[idx] = v) is converted"
         )
     x = ctx.value(x_arg)
+    n = rank(x)
     positions = _advanced_positions(list(indices))
-    if positions != list(range(len(positions))):
-        raise NotImplementedError(
-            f"{node.name}: index_put is converted when the indexed dimensions come first "
-            f"(x[i, j] = v); got indices on dimensions {positions}"
-        )
+    others = [d for d in range(n) if d not in positions]
     index_values, batch_shape = _broadcast_indices(ctx, [indices[p] for p in positions])
     fake_x = ctx.fake(x_arg)
-    update_shape = batch_shape + list(fake_x.shape[len(positions) :])
+    # The values' shape in torch's layout: adjacent advanced indices keep
+    # their place (x[:, :, i] = v), other layouts put the indexed dims first.
+    before = positions[0] if positions == list(range(positions[0], positions[-1] + 1)) else 0
+    rest = [fake_x.shape[d] for d in others]
+    update_shape = rest[:before] + batch_shape + rest[before:]
     updates = ctx.value(values_arg, ctx.result_dtype())
     if list(ctx.fake(values_arg).shape) != update_shape:
         updates = broadcast(ctx, updates, update_shape)
-    return coreai.scatter_nd(x, _stack_last(index_values), updates)
+    b = len(batch_shape)
+    if before:
+        # Scatter along leading dims: indexed dims first, in x and in the values.
+        updates = permute(
+            updates,
+            [*range(before, before + b), *range(before), *range(before + b, len(update_shape))],
+        )
+    order = positions + others
+    if order == list(range(n)):
+        return coreai.scatter_nd(x, _stack_last(index_values), updates)
+    scattered = coreai.scatter_nd(permute(x, order), _stack_last(index_values), updates)
+    return permute(scattered, [order.index(d) for d in range(n)])
+
+
+@register_lowering(aten.index_copy.default)
+def lower_index_copy(ctx: LoweringContext, node: fx.Node) -> Value:
+    """``x.index_copy(dim, index, source)``: rows of ``source`` written at ``index`` along dim.
+
+    A KV cache written at the positions of the new tokens. Lowered as a
+    scatter along the leading dim, with ``dim`` moved there and back.
+    """
+    x = ctx.value(ctx.arg("self"))
+    n = rank(x)
+    if n == 0:
+        return ctx.value(ctx.arg("source"), ctx.result_dtype())
+    dim = normalize_dim(ctx.arg("dim"), n)
+    index = unsqueeze(_indices(ctx, ctx.arg("index")), -1)
+    source = ctx.value(ctx.arg("source"), ctx.result_dtype())
+    if dim == 0:
+        return coreai.scatter_nd(x, index, source)
+    order = [dim, *(d for d in range(n) if d != dim)]
+    scattered = coreai.scatter_nd(permute(x, order), index, permute(source, order))
+    return permute(scattered, [order.index(d) for d in range(n)])
 
 
 _SCATTER_MODES = {
