@@ -1,19 +1,20 @@
 """Runs every benchmark and prints one markdown table.
 
-    python benchmarks/run_all.py [--smoke] [--json FILE] [--build-dir DIR]
+    python benchmarks/run_all.py [--smoke] [--json FILE] [--only PART...]
 
 1. the Python benchmarks: ``bench_cpu.run``, ``bench_cuda.run`` (rows only when torch
    sees a CUDA GPU), ``bench_mps.run`` (rows only where Metal 4 kernels run on an
    Apple GPU) and, when present, ``bench_conversion.run`` and
    ``bench_debug_checks.run``;
-2. the C++ harness: renders the kernels (``cpp/render_kernels.py``), configures
-   and builds ``benchmarks/cpp`` with CMake into ``--build-dir`` (default
-   ``build/benchmarks``), and runs it.
+2. the C++ harness: renders the kernels (``cpp/render_kernels.py``), builds the
+   harness with ``scripts/cpp_build.py`` (into ``build/cpp``, shared with the C++
+   tests; only what changed is rebuilt), and runs it.
 
 The table starts with a line describing the machine. ``--smoke`` runs every
-benchmark once at tiny sizes (the numbers then mean nothing; CI uses it to keep
-the harness working). A benchmark that fails is reported on stderr and the
-command exits non-zero after printing the rows it has.
+benchmark once at tiny sizes (the numbers then mean nothing; the tests use it to
+keep every benchmark working, one part at a time with ``--only``). A benchmark
+that fails is reported on stderr and the command exits non-zero after printing
+the rows it has.
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path[:0] = [str(HERE), str(HERE / "cpp")]
+sys.path[:0] = [str(HERE), str(HERE / "cpp"), str(ROOT / "scripts")]
+
+import cpp_build  # noqa: E402  (scripts/, put on the path above)
 
 COLUMNS = ("metric", "ours", "baseline", "ratio", "target", "pass")
-HARNESS = "coreai_torch_bench"
 
 
 # ------------------------------------------------------------------ machine
@@ -64,8 +66,8 @@ def kernel_compiler() -> str:
     return "no clang++ found"
 
 
-def harness_compiler(build_dir: Path) -> str:
-    for path in build_dir.glob("CMakeFiles/*/CMakeCXXCompiler.cmake"):
+def harness_compiler() -> str:
+    for path in cpp_build.BUILD_DIR.glob("CMakeFiles/*/CMakeCXXCompiler.cmake"):
         text = path.read_text()
         ident = re.search(r'set\(CMAKE_CXX_COMPILER_ID "([^"]*)"\)', text)
         version = re.search(r'set\(CMAKE_CXX_COMPILER_VERSION "([^"]*)"\)', text)
@@ -74,7 +76,7 @@ def harness_compiler(build_dir: Path) -> str:
     return "not built"
 
 
-def machine_line(build_dir: Path, load: float) -> str:
+def machine_line(load: float) -> str:
     """``load``: the 1-minute load average before the benchmarks started."""
     import torch
 
@@ -89,23 +91,22 @@ def machine_line(build_dir: Path, load: float) -> str:
         f"Machine: {cpu_model()}, {os.cpu_count()} cores, {torch.get_num_threads()} intra-op "
         f"threads, load {load:.2f}; {platform.system()} {platform.release()}; python "
         f"{platform.python_version()}, torch {torch.__version__}; kernels: {kernel_compiler()}; "
-        f"harness: {harness_compiler(build_dir)}{gpu}"
+        f"harness: {harness_compiler()}{gpu}"
     )
 
 
 # --------------------------------------------------------------- benchmarks
 
 
-def python_rows(smoke: bool, errors: list[str]) -> list[dict[str, Any]]:
+PYTHON_PARTS = ("bench_cpu", "bench_cuda", "bench_mps", "bench_conversion", "bench_debug_checks")
+CPP_PART = "cpp"
+PARTS = (*PYTHON_PARTS, CPP_PART)
+
+
+def python_rows(smoke: bool, errors: list[str], parts: tuple[str, ...]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    for module in (
-        "bench_cpu",
-        "bench_cuda",
-        "bench_mps",
-        "bench_conversion",
-        "bench_debug_checks",
-    ):
-        if not (HERE / f"{module}.py").exists():
+    for module in PYTHON_PARTS:
+        if module not in parts:
             continue
         try:
             rows += importlib.import_module(module).run(smoke)
@@ -122,35 +123,19 @@ def _run(cmd: list[str]) -> str:
     return done.stdout
 
 
-def build_harness(build_dir: Path) -> Path:
-    """Configures (once) and builds the harness target; returns the executable."""
-    import torch.utils
-
-    if not (build_dir / "CMakeCache.txt").exists():
-        _run(
-            [
-                "cmake",
-                "-S",
-                str(HERE / "cpp"),
-                "-B",
-                str(build_dir),
-                "-DCMAKE_BUILD_TYPE=Release",
-                f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}",
-            ]
-        )
-    jobs = str(os.cpu_count() or 1)
-    _run(["cmake", "--build", str(build_dir), "--target", HARNESS, "-j", jobs])
-    return build_dir / HARNESS
+def harness() -> Path:
+    """The harness executable, built if anything it depends on changed."""
+    build_dir = cpp_build.build((cpp_build.HARNESS,))
+    return build_dir / "benchmarks" / "cpp" / cpp_build.HARNESS
 
 
-def cpp_rows(smoke: bool, build_dir: Path, errors: list[str]) -> list[dict[str, Any]]:
+def cpp_rows(smoke: bool, errors: list[str]) -> list[dict[str, Any]]:
     try:
         import render_kernels  # benchmarks/cpp/, put on the path at the top
 
-        kernel_dir = build_dir / "kernels"
+        kernel_dir = cpp_build.BUILD_DIR / "kernels"
         render_kernels.write_all(kernel_dir)
-        harness = build_harness(build_dir)
-        cmd = [str(harness), "--kernels", str(kernel_dir), "--json"]
+        cmd = [str(harness()), "--kernels", str(kernel_dir), "--json"]
         return json.loads(_run(cmd + (["--smoke"] if smoke else [])))["rows"]
     except Exception:
         errors.append(f"C++ harness failed:\n{traceback.format_exc()}")
@@ -211,15 +196,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="every benchmark once, tiny sizes")
     parser.add_argument("--json", type=Path, help="also write the rows and machine line here")
     parser.add_argument(
-        "--build-dir", type=Path, default=ROOT / "build" / "benchmarks", help="CMake build dir"
+        "--only", nargs="+", choices=PARTS, default=PARTS, help="run these parts (default: all)"
     )
     args = parser.parse_args(argv)
-    build_dir = args.build_dir.resolve()
+    parts = tuple(args.only)
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     errors: list[str] = []
-    rows = python_rows(args.smoke, errors) + cpp_rows(args.smoke, build_dir, errors)
-    header = machine_line(build_dir, load) + (" (smoke run: sizes are tiny)" if args.smoke else "")
+    rows = python_rows(args.smoke, errors, parts)
+    if CPP_PART in parts:
+        rows += cpp_rows(args.smoke, errors)
+    header = machine_line(load) + (" (smoke run: sizes are tiny)" if args.smoke else "")
     report(rows, header, args.json)
     for e in errors:
         print(e, file=sys.stderr)

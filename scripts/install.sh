@@ -11,7 +11,7 @@ if [[ "${1:-}" == "--test" ]]; then extras="[test]"; fi
 as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
 
 # The CPU backend compiles Metal kernels as C++23 with clang (15 or newer); the
-# C++ benchmark harness (built by the tests) needs cmake.
+# C++ tests and the benchmark harness (built by --test) need cmake.
 packages=()
 have_clang=""
 for cxx in "${COREAI_TORCH_CXX:-}" clang++-19 clang++-18 clang++-17 clang++-16 clang++-15 clang++; do
@@ -34,7 +34,7 @@ python -m pip install -q "torch==2.13.0"
 # --no-build-isolation: the extension must be compiled against the torch installed above.
 python -m pip install -q --no-build-isolation -e ".${extras}"
 
-# The tests compile every kernel for NVIDIA GPUs (tests/cuda/test_ptx_compile.py),
+# The tests compile every kernel for NVIDIA GPUs (tests/support/ptx_check.py),
 # which needs NVIDIA's libdevice and ptxas but no GPU: take them from PyPI when
 # no CUDA toolkit provides them.
 if [[ -n "$extras" ]]; then
@@ -42,4 +42,7 @@ if [[ -n "$extras" ]]; then
   [[ -f "$cuda_root/nvvm/libdevice/libdevice.10.bc" ]] || python -m pip install -q nvidia-nvvm
   command -v ptxas >/dev/null 2>&1 || [[ -x "$cuda_root/bin/ptxas" ]] ||
     python -m pip install -q nvidia-cuda-nvcc
+  # The C++ tests and the benchmark harness link one build of csrc/ (build/cpp);
+  # the test run then only rebuilds what changed.
+  python scripts/cpp_build.py >/dev/null
 fi

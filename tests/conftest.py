@@ -1,7 +1,11 @@
 import importlib.util
+from collections.abc import Iterator
 
 import pytest
+from support import kernel_testing, ptx_check
 from support.kernel_testing import TEST_DEVICE, install_device_mode, record_launched_kernels
+
+from coreai_torch import kernel_op
 
 # coreai-core's dialect modules import coreai.authoring circularly unless the
 # latter is imported first; test modules import `coreai._compiler.dialects`
@@ -14,9 +18,32 @@ if TEST_DEVICE:
     install_device_mode()
 
 record_launched_kernels()
+ptx_check.activate()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # The PTX check compiles what the rest of the session launched: it runs last.
-    last = [item for item in items if item.path.name == "test_ptx_compile.py"]
-    items[:] = [item for item in items if item not in last] + last
+@pytest.fixture(params=["default", "debug"])
+def default_and_debug_mode(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The test twice: as written, then with every kernel in CPU debug mode.
+
+    For the kernel corpora: debug mode's race and synchronisation checks must
+    find no error in any of them, and their results must still be right. In
+    the debug pass ``run_checked`` leaves out opcheck (the op's registration
+    does not depend on the mode, and the default pass checks it).
+    """
+    if request.param == "default":
+        yield request.param
+        return
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setenv("COREAI_TORCH_DEBUG", "1")  # kernels the test defines
+    defined = list(kernel_op.ACTIVE.values())  # kernels its module defined
+    modes = [k.debug for k in defined]
+    for k in defined:
+        k.debug = True
+    kernel_testing.DEBUG_PASS = True
+    try:
+        yield request.param
+    finally:
+        kernel_testing.DEBUG_PASS = False
+        for k, mode in zip(defined, modes):
+            k.debug = mode
+        monkeypatch.undo()

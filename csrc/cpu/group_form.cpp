@@ -111,6 +111,15 @@ class Emitter {
     return "\n#line " + std::to_string(line) + " \"" + d->file + "\"\n";
   }
 
+  // A jump the rewrite adds. With Metal fidelity on, `goto` is a macro that
+  // fails the compile (a refused word made by the user's macros,
+  // metal_fidelity.h); the rewrite's own jumps are spelled with it undefined,
+  // and the text after them resumes at the source line of `resume`.
+  std::string generated_goto(const std::string& label, size_t resume) const {
+    return "\n#pragma push_macro(\"goto\")\n#undef goto\ngoto " + label +
+           ";\n#pragma pop_macro(\"goto\")" + line_marker(resume);
+  }
+
   // Where copying a statement starts: its first token, or the `#pragma`
   // lines right before it (an unroll request belongs to the loop after it).
   size_t statement_start(size_t first) const {
@@ -628,7 +637,8 @@ class Emitter {
   // Edits turning each return among `pieces` into the end of that thread.
   void edit_returns(const Statement& st, const std::string& label) {
     if (st.kind == StatementKind::Return) {
-      edits_[st.first] = {st.last, "{ coreai_f.kill(coreai_t); goto " + label + "; }"};
+      edits_[st.first] = {st.last, "{ coreai_f.kill(coreai_t);" +
+                                       generated_goto(label, t_[st.last - 1].begin) + "}"};
       return;
     }
     for (const Statement& b : st.body) edit_returns(b, label);
@@ -668,7 +678,8 @@ class Emitter {
     out_ += "\n}";
     ++loops_;
     if (returns) {
-      out_ += in_simd_ ? "\nif (!coreai_f.any(coreai_sg)) goto " + simd_end_ + ";"
+      out_ += in_simd_ ? "\nif (!coreai_f.any(coreai_sg)) {" +
+                             generated_goto(simd_end_, t_[segment_first].begin) + "}"
                        : "\nif (coreai_f.none()) return;";
     }
     pieces.clear();
@@ -924,7 +935,8 @@ bool Emitter::terminal_if(const Statement& st) {
   ++regions_;
   kills_ = true;
   const std::string label = "coreai_next_" + std::to_string(labels_++);
-  std::string kill = "{ coreai_f.kill(coreai_t); goto " + label + "; }";
+  std::string kill =
+      "{ coreai_f.kill(coreai_t);" + generated_goto(label, t_[st.head[0].first].begin) + "}";
   extra_reads_.push_back(st.head[0]);
   std::string text = line_marker(t_[st.head[0].first].begin) + "if (!(" +
                      copy(st.head[0].first, st.head[0].second) + ")) {";
@@ -1233,7 +1245,7 @@ bool Emitter::matrix_statement(const Statement& st) {
 bool Emitter::emit(std::string& rendering, std::string& summary) {
   kills_ = false;
   // Edits everywhere in the body: the group form's simdgroup matrices.
-  for (size_t k = kf_.user_open; k < kf_.user_close; ++k) {
+  for (size_t k = kf_.user_first; k < kf_.user_last; ++k) {
     const std::string_view w = text(s_, t_[k]);
     if (a_.syncs[k] == Sync::MatrixType) {
       edits_[k] = {k + 1, "::coreai::group::" + std::string(w)};
@@ -1257,7 +1269,7 @@ bool Emitter::emit(std::string& rendering, std::string& summary) {
     kills_ = a_.uniformity(a_.body.back().head[0]) < Uniformity::Group;
   }
   out_.clear();
-  if (!group_list(a_.body.data(), a_.body.size(), kf_.user_close, true)) return false;
+  if (!group_list(a_.body.data(), a_.body.size(), kf_.user_last, true)) return false;
   const std::string body = std::move(out_);
 
   // The function: the buffers, then the group, instead of the attributes.
@@ -1275,7 +1287,7 @@ bool Emitter::emit(std::string& rendering, std::string& summary) {
   f += "const ::coreai_cpu_group& coreai_g) {";
   f += line_marker(t_[kf_.body_open].end);
   f += std::string(
-      s_.substr(t_[kf_.body_open].end, t_[kf_.user_open].begin - t_[kf_.body_open].end));
+      s_.substr(t_[kf_.body_open].end, t_[kf_.user_first].begin - t_[kf_.body_open].end));
   f += "\n::coreai::group::frame coreai_f(coreai_g);";
   for (const KernelParameter& p : kf_.params) {
     if (!p.attribute.empty() &&

@@ -206,8 +206,8 @@ Analysis::Analysis(std::string_view src, const std::vector<Token>& toks, const K
   names.assign(tokens.size(), Name{});
   syncs.assign(tokens.size(), Sync::None);
   threadgroup_access.assign(tokens.size(), -1);
-  preamble = parse_statements(source, tokens, kernel.body_open + 1, kernel.user_open);
-  body = parse_statements(source, tokens, kernel.user_open + 1, kernel.user_close);
+  preamble = parse_statements(source, tokens, kernel.body_open + 1, kernel.user_first);
+  body = parse_statements(source, tokens, kernel.user_first, kernel.user_last);
   check_helpers();
   if (!failure_.empty()) return;
   mark_syncs();
@@ -282,7 +282,7 @@ void Analysis::check_helpers() {
 }
 
 void Analysis::mark_syncs() {
-  const size_t first = kernel.user_open + 1, last = kernel.user_close;
+  const size_t first = kernel.user_first, last = kernel.user_last;
   for (size_t k = first; k < last; ++k) {
     const Token& tok = tokens[k];
     const std::string_view w = text(source, tok);

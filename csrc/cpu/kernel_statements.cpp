@@ -290,12 +290,12 @@ std::optional<KernelFunction> find_kernel_function(std::string_view s,
     if (!token_is(s, t, f.body_open, "{")) return std::nullopt;
     f.body_close = closing(s, t, f.body_open);
     if (f.body_close >= t.size()) return std::nullopt;
-    // The user's block is the function's last statement.
-    if (!token_is(s, t, f.body_close - 1, "}")) return std::nullopt;
-    const std::vector<Statement> top = parse_statements(s, t, f.body_open + 1, f.body_close);
-    if (top.empty() || top.back().kind != StatementKind::Block) return std::nullopt;
-    f.user_open = top.back().first;
-    f.user_close = top.back().last - 1;
+    // The user's body runs from its #line directive to the function's end.
+    const size_t src = s.find("#line 1 \"src\"", t[f.body_open].end);
+    if (src == std::string_view::npos || src > t[f.body_close].begin) return std::nullopt;
+    f.user_first = f.body_open + 1;
+    while (f.user_first < f.body_close && t[f.user_first].begin < src) ++f.user_first;
+    f.user_last = f.body_close;
     return f;
   }
   return std::nullopt;

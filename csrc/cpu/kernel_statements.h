@@ -34,13 +34,14 @@ struct KernelParameter {
 };
 
 // The [[kernel]] function of a buffer rendering (coreai_torch/contract.py):
-// its signature, the views the rendering declares, then the user's block.
+// its signature, the views the rendering declares, then the user's body
+// (after `#line 1 "src"`, at function scope).
 struct KernelFunction {
   size_t start = 0;                        // token of the first `[` of [[kernel]]
   size_t name = 0;                         // the function's name
   size_t open_paren = 0, close_paren = 0;  // its parameter list
   size_t body_open = 0, body_close = 0;    // `{` and `}` of the function
-  size_t user_open = 0, user_close = 0;    // `{` and `}` of the user's block
+  size_t user_first = 0, user_last = 0;    // the user's body: tokens [user_first, user_last)
   std::vector<KernelParameter> params;
 };
 

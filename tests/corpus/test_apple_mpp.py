@@ -23,6 +23,9 @@ from corpus_support import launch, randn
 
 from coreai_torch import MetalParameter, TorchMetalKernel
 
+# Every kernel here also runs clean under debug mode's checks (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("default_and_debug_mode")
+
 TGID = MetalParameter("tgid", "uint2", "threadgroup_position_in_grid")
 
 

@@ -21,6 +21,9 @@ from corpus_support import HERE, helper_source, launch, randn
 
 from coreai_torch import MetalParameter, TorchMetalKernel
 
+# Every kernel here also runs clean under debug mode's checks (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("default_and_debug_mode")
+
 GGML_HELPERS = helper_source("ggml/ggml.metal")
 
 # ------------------------------------------------------------- kernel_mul_mm
@@ -329,21 +332,31 @@ FA_CASES = list(FA_KERNELS)
 
 @pytest.mark.parametrize(("kind", "nsg"), FA_CASES)
 @pytest.mark.parametrize(("heads", "queries", "keys"), [(2, 3, 64), (1, 2, 96)])
-def test_ggml_flash_attn_ext_vec(kind: str, nsg: int, heads: int, queries: int, keys: int) -> None:
+def test_ggml_flash_attn_ext_vec(
+    kind: str, nsg: int, heads: int, queries: int, keys: int, default_and_debug_mode: str
+) -> None:
     dtype = torch.float16 if kind == "f16" else torch.float32
     q = randn(heads, queries, 64, seed=keys)
     k = randn(heads, keys, 64, dtype=dtype, seed=keys + 1)
     v = randn(heads, keys, 64, dtype=dtype, seed=keys + 2)
     # ggml's grid: (queries, heads, 1) threadgroups of NSG SIMD-groups.
-    out = launch(
-        FA_KERNELS[kind, nsg],
-        q,
-        k,
-        v,
+    call = dict(
         grid=(32 * queries, nsg * heads, 1),
         group=(32, nsg, 1),
         shapes=[[queries, heads, 64]],
         opcheck=(kind, nsg, keys) == ("f16", 1, 64),
     )
+    if default_and_debug_mode == "debug" and nsg == 2:
+        # With two SIMD-groups the kernel has real (benign) write-write races:
+        # every SIMD-group stores the same query into shared memory
+        # (`sq4[i] = q4[i]`), and one SIMD-group's zeroing of its scratch
+        # (`ss4[i] = 0`) overlaps the other's zeroing of its results (`so4[i]
+        # = 0`), with no barrier between them. Both sides store the same
+        # values, so the results are right, but Metal does not order the
+        # stores: debug mode must report them.
+        with pytest.raises(RuntimeError, match="data race on threadgroup memory"):
+            launch(FA_KERNELS[kind, nsg], q, k, v, **call)
+        return
+    out = launch(FA_KERNELS[kind, nsg], q, k, v, **call)
     # float dot products, exponentials and sums in another order than torch's.
     torch.testing.assert_close(out, _attention(q, k, v), rtol=1e-4, atol=1e-5)

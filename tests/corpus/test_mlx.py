@@ -21,6 +21,9 @@ from corpus_support import helper_source, launch, randn
 
 from coreai_torch import MetalParameter, TorchMetalKernel
 
+# Every kernel here also runs clean under debug mode's checks (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("default_and_debug_mode")
+
 # ------------------------------------------------------------------ steel GEMM
 #
 # mlx/backend/metal/kernels/steel/gemm/kernels/steel_gemm_fused.h, kernel

@@ -26,6 +26,9 @@ from corpus_support import HERE, helper_source, launch, randn
 
 from coreai_torch import MetalParameter, TorchMetalKernel
 
+# Every kernel here also runs clean under debug mode's checks (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("default_and_debug_mode")
+
 C10_HELPERS = helper_source("pytorch/c10_metal.metal")
 
 # ------------------------------------------------------------------ MPP GEMM

@@ -22,6 +22,9 @@ from corpus_support import launch, randn
 
 from coreai_torch import MetalParameter, TorchMetalKernel
 
+# Every kernel here also runs clean under debug mode's checks (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("default_and_debug_mode")
+
 LID = 2
 
 SOURCE = """

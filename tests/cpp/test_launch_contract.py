@@ -1,8 +1,9 @@
 """Builds and runs tests/cpp/launch_checks.cpp: coreai_torch::launch refusing a call
 that does not match the registered record (rank, dtype, device, scalar kind), from C++.
 
-The executable links the library CMake builds from csrc/ (as the benchmark harness
-does) into build/cpp-tests; a later run rebuilds only what changed.
+The executable links the library CMake builds from csrc/ into build/cpp, the one
+build directory it shares with the benchmark harness (scripts/cpp_build.py, which
+scripts/install.sh --test runs); here the build only catches up with what changed.
 """
 
 from __future__ import annotations
@@ -10,15 +11,17 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-import torch.utils
 from support.cpu_launch import Scalar, Tensor, registration
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-BUILD = ROOT / "build" / "cpp-tests"
+sys.path.insert(0, str(ROOT / "scripts"))
+import cpp_build  # noqa: E402  (scripts/, put on the path above)
+
 CHECKS = [
     "matching launch",
     "wrong rank",
@@ -38,20 +41,7 @@ pytestmark = pytest.mark.skipif(shutil.which("cmake") is None, reason="needs cma
 
 
 def _build() -> Path:
-    jobs = str(max(1, (os.cpu_count() or 2)))
-    if not (BUILD / "CMakeCache.txt").exists():
-        subprocess.run(
-            ["cmake", "-S", str(HERE), "-B", str(BUILD),
-             f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}"],
-            check=True, capture_output=True, text=True,
-        )  # fmt: skip
-    build = subprocess.run(
-        ["cmake", "--build", str(BUILD), "--target", "coreai_torch_launch_checks", "-j", jobs],
-        capture_output=True,
-        text=True,
-    )
-    assert build.returncode == 0, build.stdout[-4000:] + build.stderr[-4000:]
-    return BUILD / "coreai_torch_launch_checks"
+    return cpp_build.build((cpp_build.LAUNCH_CHECKS,)) / "tests" / "cpp" / cpp_build.LAUNCH_CHECKS
 
 
 def test_launch_refuses_calls_that_do_not_match_the_record(tmp_path: Path) -> None:

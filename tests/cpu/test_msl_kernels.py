@@ -11,6 +11,9 @@ from support.kernel_testing import run_checked
 
 from coreai_torch import MetalParameter, TorchMetalKernel
 
+# Every kernel here also runs clean under debug mode's checks (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("default_and_debug_mode")
+
 GID = MetalParameter("id", "uint", "thread_position_in_grid")
 
 

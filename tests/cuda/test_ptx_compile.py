@@ -1,96 +1,65 @@
-"""Every kernel the test session launched compiles for NVIDIA GPUs, with no GPU needed.
+"""The GPU compile check of every launched kernel is on, and catches what the GPU refuses.
 
-The CPU backend and the CUDA backend compile the same rendering against the
-same headers; this keeps the GPU target from rotting between GPU runs. Each
-kernel specialization that some test launched successfully on the CPU
-(kernel_testing.LAUNCHED; this module runs last, tests/conftest.py) is
-compiled to PTX by the CUDA backend's JIT, and the PTX to machine code for the
-H200 (sm_90) by ptxas. Run alone, it first runs the kernel corpora in a child
-session that ends with this very test.
+``support/ptx_check.py`` compiles each specialization a test launches on the CPU
+for NVIDIA GPUs (PTX, then ptxas to sm_90 code), failing the test that launched
+it if the GPU target cannot take it. This module makes sure that check runs
+where it must (CI) and can fail.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import tempfile
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
+import pytest
 import torch
-from support.cuda_tools import find_ptxas
-from support.kernel_testing import LAUNCHED
+from support import ptx_check
+from support.cpu_launch import Tensor, registration
 
-from coreai_torch import _C
-
-ARCH = "sm_90"
-TESTS = Path(__file__).resolve().parents[1]
-# The kernel corpora, for a run of this module alone.
-CORPORA = [
-    TESTS / "test_opcheck.py",
-    TESTS / "cpu" / "test_msl_kernels.py",
-    TESTS / "cpu" / "test_launch_dispatch.py",
-    TESTS / "cpu" / "test_launch_sync.py",
-    TESTS / "corpus",
-]
-_CHILD = "COREAI_TORCH_PTX_CHILD_SESSION"
+_ID = [("id", "uint", "thread_position_in_grid")]
 
 
-def _compile(name: str, registration: tuple, ptxas: str, scratch: Path) -> str:
-    """'' if the kernel compiles to PTX and with ptxas to sm_90 code, else why not.
-
-    A kernel with SIMD-group matrices is compiled in both of its forms: for
-    launches with partial SIMD-groups and for launches without.
-    """
-    args = [list(a) if isinstance(a, tuple) else a for a in registration]
-    handle = torch.ops.coreai_torch.register_kernel.default(*args)
-    ptxs = {}
-    try:
-        forms = [False, True] if _C._cuda_uses_simdgroup_matrices(handle) else [False]
-        for whole in forms:
-            ptxs[whole] = _C._cuda_ptx(handle, ARCH, whole)
-    except RuntimeError as exc:
-        form = "whole" if len(ptxs) == 1 else "partial"
-        return f"kernel '{name}' does not compile to PTX ({form} SIMD-groups):\n{exc}"
-    finally:
-        torch.ops.coreai_torch.release_kernel.default(handle)
-    for whole, ptx in ptxs.items():
-        path = scratch / f"{registration[2]}-{handle}-{int(whole)}.ptx"
-        path.write_text(ptx)
-        result = subprocess.run(
-            [ptxas, f"-arch={ARCH}", str(path), "-o", os.devnull], capture_output=True, text=True
-        )
-        if result.returncode != 0:
-            return (
-                f"kernel '{name}' (entry {registration[2]}, whole SIMD-groups: {whole}): "
-                f"ptxas rejects its PTX:\n{result.stderr}"
-            )
-    return ""
+def test_the_gpu_compile_check_runs_in_ci() -> None:
+    if not ptx_check.ENABLED:
+        problem = ptx_check.toolchain_problem()
+        assert not os.environ.get("CI"), f"CI must compile every kernel for the GPU: {problem}"
+        pytest.skip(f"no GPU compile check here: {problem}")
 
 
-def test_every_launched_kernel_compiles_for_the_gpu() -> None:
-    if not LAUNCHED:
-        assert os.environ.get(_CHILD) is None, "the kernel corpora launched no kernel"
-        child = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *CORPORA, __file__],
-            cwd=TESTS.parent,
-            env={**os.environ, _CHILD: "1"},
-            capture_output=True,
-            text=True,
-        )
-        assert child.returncode == 0, child.stdout[-8000:] + child.stderr[-2000:]
-        return
-    ptxas = find_ptxas()
-    assert ptxas is not None, (
-        "ptxas was not found (PATH, $CUDA_HOME, /usr/local/cuda, the nvidia-cuda-nvcc wheel); "
-        "scripts/install.sh --test installs it"
+@pytest.mark.skipif(not ptx_check.ENABLED, reason="needs libdevice and ptxas")
+def test_a_kernel_compiles_for_the_gpu_and_a_bad_one_is_named() -> None:
+    good = registration("ptx_good", [Tensor("x")], [Tensor("out")], "out[id] = x[id] * 2.0f;", _ID)
+    assert ptx_check.compile_for_gpu("ptx_good", tuple(good)) == ""
+    # A function declared and never defined: the PTX calls it, and ptxas,
+    # linking the whole program, cannot resolve it.
+    bad = registration(
+        "ptx_bad",
+        [Tensor("x")],
+        [Tensor("out")],
+        "out[id] = x[id] * external_scale();",
+        _ID,
+        helper="float external_scale();",
     )
-    kernels = sorted(LAUNCHED.items(), key=lambda item: item[0][2])  # by entry name
-    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(max_workers=2) as pool:
-        failures = [
-            f for f in pool.map(lambda k: _compile(k[1], k[0], ptxas, Path(tmp)), kernels) if f
-        ]
-    assert not failures, f"{len(failures)} of {len(kernels)} kernels fail:\n\n" + "\n\n".join(
-        failures[:10]
+    failure = ptx_check.compile_for_gpu("ptx_bad", tuple(bad))
+    assert "kernel 'ptx_bad'" in failure and "ptxas rejects" in failure, failure
+
+
+@pytest.mark.skipif(not ptx_check.ENABLED, reason="needs libdevice and ptxas")
+def test_launches_are_compiled_for_the_gpu_once_each() -> None:
+    from coreai_torch import MetalParameter, TorchMetalKernel
+
+    def triple(x: torch.Tensor) -> torch.Tensor:
+        return 3 * x
+
+    k = TorchMetalKernel(
+        "ptx_checked_triple",
+        ["x"],
+        ["out"],
+        "out[id] = 3.0f * x[id];",
+        triple,
+        metal_params=[MetalParameter("id", "uint", "thread_position_in_grid")],
     )
+    before = ptx_check.checked_count()
+    call = dict(threads_per_grid=(4, 1, 1), threads_per_thread_group=(4, 1, 1), result_shapes=[[4]])
+    k(torch.ones(4), **call)
+    k(torch.ones(4), **call)
+    assert ptx_check.checked_count() == before + 1

@@ -10,16 +10,15 @@ and the test goes on with the device's results, so its own checks against
 then opchecks the op on the device too. That is how the eager test suite runs
 on the CUDA backend (docs/cuda.md).
 
-Every session also records the registration of each specialization whose
-first CPU launch succeeded (``LAUNCHED``): tests/cuda/test_ptx_compile.py,
-which runs last, compiles each of them for NVIDIA GPUs.
+Every session also compiles each specialization whose first CPU launch
+succeeded for NVIDIA GPUs (``support/ptx_check.py``), so that a kernel the GPU
+target cannot take fails the test that launched it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -27,6 +26,7 @@ import torch
 
 from coreai_torch import _C, TorchMetalKernel, kernel_op, modes
 from coreai_torch.contract import OPTION_DEBUG
+from support import ptx_check
 
 TEST_DEVICE = os.environ.get("COREAI_TORCH_TEST_DEVICE", "")
 
@@ -55,6 +55,11 @@ REORDERED_SUM_TOLERANCE = {torch.float32: {"rtol": 1e-4, "atol": 1e-4}}
 _BACKEND_DEFINED: set[int] = set()
 
 
+# Set while a test runs in the debug pass of tests/conftest.py's
+# default_and_debug_mode: run_checked leaves opcheck to the default pass.
+DEBUG_PASS = False
+
+
 def run_checked(kernel: TorchMetalKernel, *args: Any, opcheck: bool = True, **call: Any) -> Any:
     """Calls ``kernel`` and, unless told not to, passes its op through torch.library.opcheck.
 
@@ -67,7 +72,7 @@ def run_checked(kernel: TorchMetalKernel, *args: Any, opcheck: bool = True, **ca
     integer results there.) In device mode both run on the test device.
     """
     out = kernel(*args, **call)
-    if opcheck:
+    if opcheck and not DEBUG_PASS:
         grid = list(call["threads_per_grid"])
         group = list(call["threads_per_thread_group"])
         shapes = [list(s) for s in call["result_shapes"]]
@@ -197,28 +202,22 @@ def install_device_mode() -> None:
     TorchMetalKernel.__call__ = call
 
 
-# The register_kernel arguments (lists as tuples) of each specialization whose
-# first CPU launch succeeded, without the debug bit (a CPU-backend feature),
-# and the kernel's name.
-LAUNCHED: dict[tuple, str] = {}
-_LAUNCHED_LOCK = threading.Lock()
-
-
 def record_launch(name: str, registration: tuple) -> None:
-    """Notes a specialization that launched (``registration``: register_kernel's arguments).
+    """A specialization launched (``registration``: register_kernel's arguments): it
+    must compile for the GPU too (``support/ptx_check.py``).
 
-    A launch with Metal fidelity switched off is not noted: such a kernel may use
-    what no GPU compiler accepts (``double``), which is why it needed the switch.
+    Its debug bit (a CPU-backend feature) is left out. A launch with Metal
+    fidelity switched off is not checked: such a kernel may use what no GPU
+    compiler accepts (``double``), which is why it needed the switch.
     """
     if not _C._metal_fidelity_enabled():
         return
     *head, options = (tuple(a) if isinstance(a, list) else a for a in registration)
-    with _LAUNCHED_LOCK:
-        LAUNCHED.setdefault((*head, options & ~OPTION_DEBUG), name)
+    ptx_check.check_launched(name, (*head, options & ~OPTION_DEBUG))
 
 
 def record_launched_kernels() -> None:
-    """From now on, records in LAUNCHED each specialization a kernel's op launches.
+    """From now on, passes each specialization a kernel's op launches to record_launch.
 
     A new specialization always launches through the op's eager kernel
     (``kernel_op._eager``) first; support/cpu_launch.py records its own.

@@ -1,0 +1,114 @@
+"""Every kernel a test launches on the CPU also compiles for NVIDIA GPUs, with no GPU needed.
+
+The CPU backend and the CUDA backend compile the same rendering against the
+same headers; this keeps the GPU target from rotting between GPU runs. The
+first successful CPU launch of each specialization in a test session
+(``kernel_testing.record_launch``) compiles it to PTX with the CUDA backend's
+JIT and the PTX to machine code for the H200 (sm_90) with ptxas, there and
+then: a kernel that does not compile for the GPU fails the test that launched
+it, naming the kernel. Compiles land in the kernel cache, so a test run
+repeated with a warm cache pays nothing for them.
+
+Without NVIDIA's libdevice and ptxas (``scripts/install.sh --test`` installs
+them from PyPI) the check is off, except where ``CI`` is set: there a missing
+toolchain fails the run (``tests/cuda/test_ptx_compile.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import torch
+
+from coreai_torch import _C
+from support.cuda_tools import find_ptxas
+
+ARCH = "sm_90"
+_CHECKED: set[tuple] = set()
+_LOCK = threading.Lock()
+
+
+def toolchain_problem() -> str:
+    """'' when kernels can be compiled for the GPU here, else what is missing."""
+    if find_ptxas() is None:
+        return (
+            "ptxas was not found (PATH, $CUDA_HOME, /usr/local/cuda, the nvidia-cuda-nvcc "
+            "wheel); scripts/install.sh --test installs it"
+        )
+    if not _C._cuda_libdevice():
+        return (
+            "NVIDIA's libdevice.10.bc was not found ($COREAI_TORCH_LIBDEVICE, $CUDA_HOME, "
+            "/usr/local/cuda, the nvidia-nvvm wheel); scripts/install.sh --test installs it"
+        )
+    return ""
+
+
+ENABLED = not toolchain_problem()
+# Switched on by the test session (tests/conftest.py), not in the child
+# processes of tests, whose private kernel caches are theirs to count.
+_ACTIVE = False
+
+
+def activate() -> None:
+    """Checks the launches of this process from now on (where the toolchain is here)."""
+    global _ACTIVE
+    _ACTIVE = True
+
+
+def compile_for_gpu(name: str, registration: tuple) -> str:
+    """'' if the kernel compiles to PTX and with ptxas to sm_90 code, else why not.
+
+    A kernel with SIMD-group matrices is compiled in both of its forms: for
+    launches with partial SIMD-groups and for launches without.
+    """
+    args = [list(a) if isinstance(a, tuple) else a for a in registration]
+    handle = torch.ops.coreai_torch.register_kernel.default(*args)
+    ptxs = {}
+    try:
+        forms = [False, True] if _C._cuda_uses_simdgroup_matrices(handle) else [False]
+        for whole in forms:
+            ptxs[whole] = _C._cuda_ptx(handle, ARCH, whole)
+    except RuntimeError as exc:
+        form = "whole" if len(ptxs) == 1 else "partial"
+        return f"kernel '{name}' does not compile to PTX ({form} SIMD-groups):\n{exc}"
+    finally:
+        torch.ops.coreai_torch.release_kernel.default(handle)
+    with tempfile.TemporaryDirectory(prefix="coreai-ptx-") as scratch:
+        for whole, ptx in ptxs.items():
+            path = Path(scratch) / f"{registration[2]}-{int(whole)}.ptx"
+            path.write_text(ptx)
+            result = subprocess.run(
+                [find_ptxas(), f"-arch={ARCH}", str(path), "-o", os.devnull],
+                capture_output=True,
+                text=True,
+            )
+            if result.returncode != 0:
+                return (
+                    f"kernel '{name}' (entry {registration[2]}, whole SIMD-groups: {whole}): "
+                    f"ptxas rejects its PTX:\n{result.stderr}"
+                )
+    return ""
+
+
+def check_launched(name: str, registration: tuple) -> None:
+    """Compiles a newly launched specialization for the GPU once per session (see above)."""
+    if not (ENABLED and _ACTIVE):
+        return
+    with _LOCK:
+        if registration in _CHECKED:
+            return
+        _CHECKED.add(registration)
+    failure = compile_for_gpu(name, registration)
+    assert not failure, (
+        f"{failure}\n(kernels that run on the CPU backend must also compile for the CUDA "
+        "backend: the two compile the same rendering against the same headers)"
+    )
+
+
+def checked_count() -> int:
+    """How many specializations this process has compiled for the GPU."""
+    return len(_CHECKED)
