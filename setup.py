@@ -16,10 +16,11 @@ CSRC = ROOT / "csrc"
 IS_MACOS = sys.platform == "darwin"
 
 # csrc/cuda/ loads the CUDA driver at run time: it builds without a CUDA toolkit.
-sources = sorted(
-    str(p.relative_to(ROOT))
-    for p in [*CSRC.glob("*.cpp"), *CSRC.glob("cpu/*.cpp"), *CSRC.glob("cuda/*.cpp")]
-)
+# csrc/ groups its files by role (docs/internals.md): the contract, the
+# specialization store and launch, the Python-facing entry, the compile
+# pipeline, the Metal-source passes and the targets.
+PARTS = ("contract", "specializations", "python", "jit", "source", "cpu", "cuda")
+sources = sorted(str(p.relative_to(ROOT)) for part in PARTS for p in CSRC.glob(f"{part}/*.cpp"))
 # torch 2.13 headers are C++20.
 extra_compile_args = ["-std=c++20", "-O2", "-fvisibility=hidden"]
 extra_link_args = []

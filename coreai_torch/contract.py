@@ -25,6 +25,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -82,11 +83,8 @@ def metal_type(dtype: torch.dtype, *, kernel: str, what: str) -> str:
     try:
         return METAL_TYPES[dtype]
     except KeyError:
-        supported = ", ".join(str(d).removeprefix("torch.") for d in METAL_TYPES)
-        raise TypeError(
-            f"kernel '{kernel}': {what} has dtype {dtype}, which Metal kernels cannot take. "
-            f"Supported dtypes: {supported}. Convert it first (for example .to(torch.float32))."
-        ) from None
+        _FACTS.refuse_dtype(kernel, what, dtype)  # the message every route gives
+        raise AssertionError("unreachable") from None
 
 
 @dataclass(frozen=True)
@@ -365,17 +363,47 @@ def render_buffer_source(defn: KernelDefinition, spec: Specialization) -> tuple[
     return _finish(text, defn)
 
 
-def registration(defn: KernelDefinition, spec: Specialization, options: int) -> tuple:
-    """The arguments of ``torch.ops.coreai_torch.register_kernel`` for ``spec``.
+class Registration(NamedTuple):
+    """Everything ``torch.ops.coreai_torch.register_kernel`` takes, by name and in its order.
 
-    ``(name, buffer rendering, entry, input names, arg_kinds, tensor input
-    dtypes, tensor input ranks, result names, result dtypes, result ranks,
-    thread attributes, options)`` (docs/internals.md §2).
+    It unpacks into the op's arguments (``register_kernel(*registration)``);
+    the table of a kernel reads it by field name (docs/internals.md §2).
     """
+
+    name: str
+    source: str  # the buffer rendering
+    entry: str
+    input_names: list[str]
+    arg_kinds: str
+    input_dtypes: list[torch.dtype]  # of the tensor inputs, in order
+    input_ranks: list[int]
+    result_names: list[str]
+    result_dtypes: list[torch.dtype]
+    result_ranks: list[int]
+    thread_attrs: list[str]
+    options: int
+
+
+def registration(defn: KernelDefinition, spec: Specialization, options: int) -> Registration:
+    """The registration of ``spec`` of the kernel ``defn`` with the option bits ``options``."""
     entry, source = render_buffer_source(defn, spec)
     tensors = [a for a in spec.inputs if isinstance(a, TensorArg)]
     kinds = "".join(
         TENSOR_KIND if isinstance(a, TensorArg) else SCALAR_KINDS[a.type] for a in spec.inputs
+    )
+    return Registration(
+        name=defn.name,
+        source=source,
+        entry=entry,
+        input_names=[a.name for a in spec.inputs],
+        arg_kinds=kinds,
+        input_dtypes=[a.dtype for a in tensors],
+        input_ranks=[a.rank for a in tensors],
+        result_names=[r.name for r in spec.results],
+        result_dtypes=[r.dtype for r in spec.results],
+        result_ranks=[r.rank for r in spec.results],
+        thread_attrs=[attr for _, _, attr in defn.metal_params],
+        options=options,
     )
     return (
         defn.name,

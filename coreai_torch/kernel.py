@@ -1,11 +1,12 @@
 """``TorchMetalKernel``: a Metal kernel body as a real PyTorch operator.
 
-Construction checks the definition (``validation``) and defines the kernel's op
-(``kernel_op``). A call goes to C++ first (``_C._launch``), which launches a
-registered specialization of a plain eager call; anything else (a new
-specialization, tracing, autograd, modes, bad arguments) is checked here
-(``call_checks``) and goes through the op. New specializations are registered
-by ``specializations``.
+Construction checks the definition (``definition``) and defines the kernel's
+op (``kernel_op``). A call is read and checked in C++
+(``csrc/python/kernel_call.cpp``), which launches a registered specialization
+of a call that may launch directly; every other call (a new specialization,
+tracing, autograd, modes) takes the Python ``__call__`` and the kernel's op,
+whose C++ kernels register the new specialization, asking ``specializations``
+once.
 """
 
 from __future__ import annotations
@@ -15,19 +16,20 @@ from typing import Any
 
 import torch
 
-from . import _C, autograd, call_checks, kernel_op, modes, pickling, validation
+from . import _C, autograd, definition, kernel_op, modes, specializations
 from .contract import (
     OPTION_DEBUG,
     OPTION_FAST_MATH,
     PARAMETER_LIMIT,
+    RETURN_KINDS,
     KernelDefinition,
+    Registration,
     ScalarArg,
     Specialization,
     TensorArg,
     registration,
 )
 from .errors import MetalCompileError, reraise_compile_error
-from .specializations import Specializations
 
 _ACTIVE = kernel_op.ACTIVE
 
@@ -82,46 +84,49 @@ class TorchMetalKernel(_C.KernelCall):
         helper_src: str | None = None,
         template_dtypes: dict[str, str] | None = None,
     ) -> None:
-        name = validation.check_kernel_name(name)
-        inputs, results = validation.check_io_names(name, input_names, result_names)
-        scalar_types, return_kind = validation.torch_defn_signature(name, torch_defn, inputs)
-        validation.check_return_count(name, torch_defn, results, return_kind)
-        definition = KernelDefinition(
+        name = definition.check_kernel_name(name)
+        inputs, results = definition.check_io_names(name, input_names, result_names)
+        scalar_types, return_kind = definition.torch_defn_signature(name, torch_defn, inputs)
+        definition.check_return_count(name, torch_defn, results, return_kind)
+        defn = KernelDefinition(
             name=name,
             input_names=inputs,
             result_names=results,
-            src=validation.check_source(name, "src", src, optional=False),
-            helper_src=validation.check_source(name, "helper_src", helper_src, optional=True),
-            metal_params=validation.check_metal_params(name, metal_params, inputs + results),
-            template_dtypes=validation.check_template_dtypes(name, template_dtypes, inputs),
+            src=definition.check_source(name, "src", src, optional=False),
+            helper_src=definition.check_source(name, "helper_src", helper_src, optional=True),
+            metal_params=definition.check_metal_params(name, metal_params, inputs + results),
+            template_dtypes=definition.check_template_dtypes(name, template_dtypes, inputs),
         )
-        if definition.parameter_count > PARAMETER_LIMIT:
+        if defn.parameter_count > PARAMETER_LIMIT:
             raise ValueError(
                 f"kernel '{name}': metal kernels support {PARAMETER_LIMIT} inputs, got "
-                f"{definition.parameter_count} (inputs + results + metal_params)."
+                f"{defn.parameter_count} (inputs + results + metal_params)."
             )
-        validation.warn_placeholders_in_identifiers(definition)
+        definition.warn_placeholders_in_identifiers(defn)
 
         # Public attributes with the names Apple's package uses.
         self.name = name
         self.input_names = list(inputs)
         self.result_names = list(results)
-        self.src = definition.src
-        self.helper_src = definition.helper_src
+        self.src = defn.src
+        self.helper_src = defn.helper_src
         self.torch_defn = torch_defn
         self.metal_params = list(metal_params or [])
         self.template_dtypes = dict(template_dtypes or {})
 
-        self.definition = definition
+        self.definition = defn
         self.scalar_types: dict[str, type] = scalar_types
         self.return_kind = return_kind
         self.execution_mode: str | None = None
         self.options = 0  # registration option bits, kept in step with debug and fast_math
         self.debug = modes.debug_default()
         self.fast_math = False
-        self.identity = (definition, kernel_op.schema(self))
-        self.specializations = Specializations(kernel_op.arg_kinds(self), len(results), return_kind)
-        self.table = self.specializations.table  # read by every call
+        self.identity = (defn, kernel_op.schema(self))
+        # The kernel's specializations, and what its calls are checked against (C++).
+        self.table = _C.KernelTable(
+            name, list(inputs), kernel_op.arg_kinds(self), list(results),
+            RETURN_KINDS.index(return_kind),
+        )  # fmt: skip
         # The registered backward; define() shares an identical predecessor's.
         self.backward_slot = autograd.BackwardSlot()
         self.op = kernel_op.define(self)
@@ -153,41 +158,18 @@ class TorchMetalKernel(_C.KernelCall):
         threads_per_thread_group: Sequence[int],
         result_shapes: Sequence[Sequence[int]],
     ) -> Any:
-        """Run the kernel: ``args`` in ``input_names`` order; returns as ``torch_defn`` does."""
-        # csrc/kernel_call.cpp makes this same test and launch before Python
-        # runs this method at all: a change here is a change there.
-        if (
-            _ACTIVE.get(self.name) is self
-            and (modes._mode if self.execution_mode is None else self.execution_mode) == "kernel"
-            and not torch.compiler.is_compiling()
-        ):
-            # A registered specialization called with plain arguments on plain
-            # tensors is checked and launched in C++; None means the call
-            # takes the op, after the checks below.
-            try:
-                out = _C._launch(
-                    self.table,
-                    self.options,
-                    args,
-                    threads_per_grid,
-                    threads_per_thread_group,
-                    result_shapes,
-                )
-            except RuntimeError as exc:
-                reraise_compile_error(exc)
-                raise
-            if out is not None:
-                return out
+        """Run the kernel: ``args`` in ``input_names`` order; returns as ``torch_defn`` does.
+
+        A call's arguments are read and checked in C++ before this runs, and a
+        call that may launch directly is launched there. This is the one slow
+        path (and what torch.compile traces): the kernel's op.
+        """
         self._check_current("call")
-        grid = call_checks.dispatch_triple(
-            self.name, "threads_per_grid", threads_per_grid, minimum=0
-        )
-        group = call_checks.dispatch_triple(
-            self.name, "threads_per_thread_group", threads_per_thread_group, minimum=1
-        )
-        shapes = call_checks.result_shapes(self.name, self.result_names, result_shapes)
-        call_checks.inputs(self.name, self.input_names, self.scalar_types, args)
-        return self.op(*args, grid, group, *shapes)
+        try:
+            return self.op(*args, threads_per_grid, threads_per_thread_group, *result_shapes)
+        except RuntimeError as exc:
+            reraise_compile_error(exc)
+            raise
 
     def __copy__(self) -> TorchMetalKernel:
         """The kernel itself: a kernel object stands for its op, as a function does.
@@ -201,9 +183,31 @@ class TorchMetalKernel(_C.KernelCall):
         return self
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        """Pickles the kernel by its definition, for ``torch.save`` and ``mp.spawn``
-        (``pickling.py``)."""
-        return pickling.kernel_definition(self)
+        """Pickles the kernel by its definition, for ``torch.save`` and ``mp.spawn``.
+
+        A kernel object stands for its op, as a function does, but unlike a
+        function it is often held by a model (``self.norm = rms_norm``) that
+        ``torch.save`` pickles, or passed to ``torch.multiprocessing.spawn``. It
+        pickles as the arguments of its constructor. Unpickled in a process
+        whose kernel of that name has the same definition and ``torch_defn``, it
+        is that kernel (so a model saved and loaded in one process shares its
+        kernels, as ``copy.deepcopy`` does); otherwise the kernel is
+        constructed, which defines its op in that process. What is set after
+        construction (``execution_mode``, ``debug``, ``fast_math``, a backward
+        from ``register_autograd``) is not carried: the module that defines the
+        kernel sets it, when the unpickling process imports it.
+        """
+        d = self.definition
+        return _kernel_from_definition, (
+            d.name,
+            list(d.input_names),
+            list(d.result_names),
+            d.src,
+            self.torch_defn,
+            [tuple(p) for p in d.metal_params],
+            d.helper_src,
+            dict(d.template_dtypes),
+        )
 
     def _check_current(self, action: str) -> None:
         """Refuses an object whose kernel was redefined with another definition since."""
@@ -295,8 +299,8 @@ class TorchMetalKernel(_C.KernelCall):
         )
         return Specialization(args, res)
 
-    def registration(self, spec: Specialization, *, options: int | None = None) -> tuple:
-        """The arguments of ``torch.ops.coreai_torch.register_kernel`` for ``spec``.
+    def registration(self, spec: Specialization, *, options: int | None = None) -> Registration:
+        """The registration of ``spec``: ``torch.ops.coreai_torch.register_kernel``'s arguments.
 
         What a C++ caller needs to launch this specialization without Python
         (``docs/internals.md`` §2). ``options`` defaults to the kernel's own
@@ -325,7 +329,55 @@ class TorchMetalKernel(_C.KernelCall):
         return tuple(outs) if self.return_kind == "tuple" else list(outs)
 
 
-# Calls of TorchMetalKernel objects by vectorcall, with what __call__'s test reads.
-_C._kernel_call_install(TorchMetalKernel, _ACTIVE, modes, torch.compiler, reraise_compile_error)
+def _kernel_from_definition(
+    name: str,
+    input_names: list[str],
+    result_names: list[str],
+    src: str,
+    torch_defn: Callable[..., Any],
+    metal_params: list[tuple[str, str, str]],
+    helper_src: str,
+    template_dtypes: dict[str, str],
+) -> TorchMetalKernel:
+    """An unpickled kernel: the process's own if it has this definition, else a new one."""
+    # The package's MetalParameter: Core AI's class when coreai-core is installed.
+    from . import MetalParameter
+
+    active = _ACTIVE.get(name)
+    if active is not None and active.torch_defn is torch_defn:
+        d = active.definition
+        same = (
+            list(d.input_names) == input_names
+            and list(d.result_names) == result_names
+            and d.src == src
+            and d.helper_src == helper_src
+            and [tuple(p) for p in d.metal_params] == metal_params
+            and dict(d.template_dtypes) == template_dtypes
+        )
+        if same:
+            return active
+    return TorchMetalKernel(
+        name,
+        input_names,
+        result_names,
+        src,
+        torch_defn,
+        metal_params=[MetalParameter(*p) for p in metal_params],
+        helper_src=helper_src or None,
+        template_dtypes=template_dtypes or None,
+    )
+
+
+# What the C++ route asks Python, given once; calls of TorchMetalKernel
+# objects by vectorcall.
+_C._install(
+    _ACTIVE,
+    modes,
+    torch.compiler,
+    reraise_compile_error,
+    specializations.describe,
+    kernel_op.reference,
+)
+_C._kernel_call_install(TorchMetalKernel)
 
 __all__ = ["MetalCompileError", "TorchMetalKernel"]

@@ -4,15 +4,20 @@ Its schema is the kernel's tensors and scalars followed by ``SymInt[]`` grid,
 threadgroup and result shapes. Its implementations always run the kernel that
 is active under the name now (``ACTIVE``), so redefining a kernel with the same
 signature swaps one dictionary entry and leaves the op alone: a call running
-in another thread finishes with the kernel it started with.
+in another thread finishes with the kernel it started with. A redefinition
+with a new signature adds an overload (``<name>.v2`` ...) and leaves the
+earlier ones defined, refusing calls while the active kernel is not theirs.
 
-- CPU, CUDA and MPS: the Metal source itself (or ``torch_defn`` in reference mode).
+- CPU, CUDA and MPS: C++ (``csrc/python/kernel_op.cpp``), over the active
+  kernel's table, as the kernel's own fast path: the Metal source itself, or
+  ``torch_defn`` in reference mode (:func:`reference`).
 - Other devices: ``torch_defn``, with a warning.
-- Fake/Meta (export, compile): results whose dtypes come from ``torch_defn`` and
-  whose shapes come from ``result_shapes``.
-- Autograd: the calls autograd records are recorded by ``autograd.record``
+- Fake/Meta (export, compile): the call's checks (the table's, as on every
+  route), then results whose dtypes come from ``torch_defn`` and whose shapes
+  come from ``result_shapes``.
+- Autograd: C++: the calls autograd records are recorded by ``autograd.record``
   (the backward and forward-mode rule of ``torch_defn``, or the kernel's
-  registered backward); the others go on in C++.
+  registered backward); the others go on to the device's kernel.
 """
 
 from __future__ import annotations
@@ -22,17 +27,17 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from . import _C, autograd, call_checks, modes
+from . import _C, autograd, modes
 from .contract import OP_NAMESPACE, SCALAR_KINDS, TENSOR_KIND, metal_type
-from .errors import reraise_compile_error
+from .specializations import shapes_agree
 
 if TYPE_CHECKING:
     from .kernel import TorchMetalKernel
 
 # The kernel each op runs, by name; replaced, never mutated, on redefinition.
 ACTIVE: dict[str, TorchMetalKernel] = {}
-# name -> (library, schema, the C++ Autograd kernel's registration)
-_LIBRARIES: dict[str, tuple[torch.library.Library, str, Any]] = {}
+# name -> schema -> (overload name, library, the registration of its C++ kernels)
+_OVERLOADS: dict[str, dict[str, tuple[str, torch.library.Library, Any]]] = {}
 _WARNED_DEVICES: set[str] = set()
 
 _SCHEMA_SCALAR = {int: "SymInt", float: "float", bool: "bool"}
@@ -88,36 +93,37 @@ def define(kernel: TorchMetalKernel) -> torch._ops.OpOverload:
             f"the new definition.{dropped}",
             stacklevel=3,
         )
-    library = _LIBRARIES.get(name)
-    if library is not None and library[1] == sig:
-        # Same signature: the op stays as it is and runs the new kernel from
-        # now on (one dictionary assignment, atomic for other threads).
+    overloads = _OVERLOADS.setdefault(name, {})
+    known = overloads.get(sig)
+    if known is not None:
+        # A signature this name had: that op runs the new kernel from now on
+        # (one dictionary assignment, atomic for other threads).
         ACTIVE[name] = kernel
-        return _op(name)
-    if library is not None:
-        # A new signature needs a new op: the old one goes. (A call of the old
-        # op running in another thread at this moment is not protected.)
-        old, _, autograd_kernel = _LIBRARIES.pop(name)
-        del autograd_kernel  # deregisters the Autograd kernel
-        old._destroy()
-
+        return _op(name, known[0])
+    # A new signature is a new overload of the op. Ops are never destroyed: a
+    # call of an earlier overload running in another thread (or made later
+    # through a kept reference) finishes safely, and is refused once the
+    # active kernel's signature is not its own (csrc/python/kernel_op.cpp).
+    overload = "default" if not overloads else f"v{len(overloads) + 1}"
+    qualified = name if overload == "default" else f"{name}.{overload}"
     lib = torch.library.Library(OP_NAMESPACE, "FRAGMENT")
-    lib.define(name + sig)
+    lib.define(qualified + sig)
 
     def active() -> TorchMetalKernel:
         return ACTIVE[name]
 
-    for key in ("CPU", "CUDA", "MPS"):
-        lib.impl(name, lambda *a: _eager(active(), a), key)
-    lib.impl(name, lambda *a: _other_device(active(), a), "CompositeExplicitAutograd")
-    torch.library.register_fake(f"{OP_NAMESPACE}::{name}", lambda *a: _fake(active(), a), lib=lib)
-    # In C++: a call autograd does not record goes on without Python.
-    autograd_kernel = _C._register_autograd_kernel(
-        OP_NAMESPACE, name, lambda *a: autograd.record(active(), a)
+    lib.impl(qualified, lambda *a: _other_device(active(), a), "CompositeExplicitAutograd")
+    torch.library.register_fake(
+        f"{OP_NAMESPACE}::{qualified}", lambda *a: _fake(active(), a), lib=lib
     )
-    _LIBRARIES[name] = (lib, sig, autograd_kernel)
+    # Autograd, CPU, CUDA and MPS in C++: a call autograd does not record goes
+    # on to the device's kernel without Python.
+    kernels = _C._register_kernel_op_kernels(
+        OP_NAMESPACE, qualified, kernel.table, lambda *a: autograd.record(active(), a)
+    )
+    overloads[sig] = (overload, lib, kernels)
     ACTIVE[name] = kernel
-    return _op(name)
+    return _op(name, overload)
 
 
 # ------------------------------------------------------------ implementations
@@ -128,33 +134,11 @@ def _split(kernel: TorchMetalKernel, flat: tuple) -> tuple[tuple, list, list, li
     return flat[:n], list(flat[n]), list(flat[n + 1]), [list(s) for s in flat[n + 2 :]]
 
 
-def _eager(kernel: TorchMetalKernel, flat: tuple) -> Any:
-    """The op's CPU, CUDA and MPS kernel."""
-    inputs, grid, group, shapes = _split(kernel, flat)
-    if modes.resolve(kernel.execution_mode) == "reference":
-        return _reference(kernel, inputs, shapes)
-    options = kernel.options
-    try:
-        out = _C._launch_registered(kernel.table, options, inputs, grid, group, shapes)
-        if out is not None:
-            return out
-        # A new specialization, or arguments only the checked launch takes
-        # (and reports on): register, then launch through the op.
-        handle = kernel.specializations.handle(kernel, inputs, shapes, options)
-        tensors = [v for n, v in zip(kernel.input_names, inputs) if n not in kernel.scalar_types]
-        scalars = [v for n, v in zip(kernel.input_names, inputs) if n in kernel.scalar_types]
-        outs = torch.ops.coreai_torch.launch.default(
-            handle, tensors, scalars, grid, group, [d for s in shapes for d in s]
-        )
-    except RuntimeError as exc:
-        reraise_compile_error(exc)
-        raise
-    return kernel.shape_results(outs)
-
-
-def _reference(kernel: TorchMetalKernel, inputs: tuple, shapes: list[list[int]]) -> Any:
+def reference(kernel: TorchMetalKernel, inputs: tuple, shapes: list[list[int]]) -> Any:
+    """A call of the op that runs ``torch_defn`` (reference mode, other devices)."""
+    modes.resolve(kernel.execution_mode)  # refuses a mode that is not one
     outs = kernel.as_result_list(kernel.torch_defn(*inputs))
-    call_checks.shapes_agree(kernel.name, kernel.result_names, outs, shapes)
+    shapes_agree(kernel.name, kernel.result_names, outs, shapes)
     # An op's results must not alias its inputs (torch.library's contract).
     storages = {v.untyped_storage().data_ptr() for v in inputs if isinstance(v, torch.Tensor)}
     outs = [o.clone() if o.untyped_storage().data_ptr() in storages else o for o in outs]
@@ -173,14 +157,14 @@ def _other_device(kernel: TorchMetalKernel, flat: tuple) -> Any:
             "source. Move the tensors to the CPU, a CUDA GPU or MPS to run the kernel itself.",
             stacklevel=3,
         )
-    return _reference(kernel, inputs, shapes)
+    return reference(kernel, inputs, shapes)
 
 
 def _fake(kernel: TorchMetalKernel, flat: tuple) -> Any:
-    inputs, _, _, shapes = _split(kernel, flat)
-    call_checks.inputs(kernel.name, kernel.input_names, kernel.scalar_types, inputs)
+    inputs, grid, group, shapes = _split(kernel, flat)
+    kernel.table.check(tuple(inputs), grid, group, shapes)
     outs = kernel.as_result_list(kernel.torch_defn(*inputs))
-    call_checks.shapes_agree(kernel.name, kernel.result_names, outs, shapes)
+    shapes_agree(kernel.name, kernel.result_names, outs, shapes)
     device = next((v.device for v in inputs if isinstance(v, torch.Tensor)), outs[0].device)
     results = []
     for rname, out, shape in zip(kernel.result_names, outs, shapes):
@@ -189,5 +173,5 @@ def _fake(kernel: TorchMetalKernel, flat: tuple) -> Any:
     return kernel.shape_results(results)
 
 
-def _op(name: str) -> torch._ops.OpOverload:
-    return getattr(getattr(torch.ops, OP_NAMESPACE), name).default
+def _op(name: str, overload: str) -> torch._ops.OpOverload:
+    return getattr(getattr(getattr(torch.ops, OP_NAMESPACE), name), overload)

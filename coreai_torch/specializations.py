@@ -1,52 +1,46 @@
-"""A kernel's eager specializations: registered with C++ on first use, kept in C++.
+"""What C++ asks Python about a kernel's new specialization, once.
 
-The table itself is C++'s (``csrc/specialization_table.cpp``): it matches a
-call to a registered specialization and launches it, and it gives its handles
-back (``coreai_torch::release_kernel``) when the kernel object is collected, so
-what the backends compiled for them is unloaded. This module does what C++
-cannot: learn a new specialization's result dtypes from ``torch_defn``, render
-its source and register it.
+A kernel's specializations are C++'s (``csrc/python/kernel_table.h``): its
+table matches a call to a registered specialization, or registers the new one
+in one step that calls :func:`describe` here for what only Python knows:
+``torch_defn``'s result dtypes, and the contract's rendering. The result
+shapes a call gives are checked against ``torch_defn``'s here too, which is
+the one check that needs the reference (and, while tracing, symbolic shapes).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from . import _C, call_checks
-from .contract import RETURN_KINDS, metal_type
-
-if TYPE_CHECKING:
-    from .kernel import TorchMetalKernel
+from .contract import Registration, metal_type
 
 
-class Specializations:
-    """The C++ table of one kernel's registered specializations."""
+def describe(
+    kernel: Any, inputs: Sequence[Any], shapes: Sequence[Sequence[int]], options: int
+) -> Registration:
+    """The registration of the specialization of ``kernel`` (a TorchMetalKernel) these
+    inputs and result shapes select, with the option bits ``options``."""
+    dtypes = result_dtypes(kernel, inputs, shapes)
+    spec = kernel.specialization(inputs, [len(s) for s in shapes], dtypes)
+    return kernel.registration(spec, options=options)
 
-    def __init__(self, arg_kinds: str, n_results: int, return_kind: str) -> None:
-        self.table = _C._specializations_new(arg_kinds, n_results, RETURN_KINDS.index(return_kind))
 
-    def handle(
-        self,
-        kernel: TorchMetalKernel,
-        inputs: Sequence[Any],
-        shapes: Sequence[Sequence[int]],
-        options: int,
-    ) -> int:
-        """The handle of the specialization of this call; registers it on first use."""
-        ranks = [len(s) for s in shapes]
-        found = _C._specializations_handle(self.table, options, tuple(inputs), ranks)
-        if found is not None:
-            return found
-        dtypes = result_dtypes(kernel, inputs, shapes)
-        spec = kernel.specialization(inputs, ranks, dtypes)
-        handle = torch.ops.coreai_torch.register_kernel.default(
-            *kernel.registration(spec, options=options)
-        )
-        _C._specializations_add(self.table, handle, options)
-        return handle
+def shapes_agree(
+    kernel: str, names: Sequence[str], outs: Sequence[torch.Tensor], shapes: Sequence[Sequence]
+) -> None:
+    """``result_shapes`` against the shapes ``torch_defn`` returns (symbolic sizes match any)."""
+    for rname, out, shape in zip(names, outs, shapes):
+        ref = list(out.shape)
+        if len(ref) != len(shape) or any(
+            isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(ref, shape)
+        ):
+            raise ValueError(
+                f"kernel '{kernel}': result_shapes gives {list(shape)} for result '{rname}', "
+                f"but torch_defn returns shape {ref}."
+            )
 
 
 # Inputs on a GPU with at most this many elements in all have their result
@@ -55,7 +49,7 @@ CPU_STAND_IN_ELEMENTS = 1 << 16
 
 
 def result_dtypes(
-    kernel: TorchMetalKernel, inputs: Sequence[Any], shapes: Sequence[Sequence[int]]
+    kernel: Any, inputs: Sequence[Any], shapes: Sequence[Sequence[int]]
 ) -> list[torch.dtype]:
     """Result dtypes of a new specialization, from ``torch_defn`` run once.
 
@@ -82,7 +76,7 @@ def result_dtypes(
                 except Exception:
                     raise real_failure from None
     outs = kernel.as_result_list(outs)
-    call_checks.shapes_agree(kernel.name, kernel.result_names, outs, shapes)
+    shapes_agree(kernel.name, kernel.result_names, outs, shapes)
     for rname, out in zip(kernel.result_names, outs):
         metal_type(out.dtype, kernel=kernel.name, what=f"result '{rname}'")
     return [o.dtype for o in outs]
@@ -97,9 +91,7 @@ def _stand_ins(inputs: Sequence[Any], device: str) -> list[Any]:
     ]
 
 
-def _on_cpu_stand_ins(
-    kernel: TorchMetalKernel, inputs: Sequence[Any], shapes: Sequence[Sequence[int]]
-) -> Any:
+def _on_cpu_stand_ins(kernel: Any, inputs: Sequence[Any], shapes: Sequence[Sequence[int]]) -> Any:
     """``torch_defn`` on CPU zeros for small GPU inputs, if it runs there and its
     result shapes are ``shapes`` (a reference whose shapes depend on the values
     is left to the real inputs); None otherwise."""

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "artifact_slot.h"
-#include "contract.h"
+#include "specializations/artifact_slot.h"
+#include "contract/contract.h"
 
 namespace coreai_torch {
 

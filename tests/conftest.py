@@ -3,7 +3,7 @@ from collections.abc import Iterator
 
 import pytest
 from support import kernel_testing, ptx_check
-from support.kernel_testing import TEST_DEVICE, install_device_mode, record_launched_kernels
+from support.kernel_testing import install_launch_hook
 
 from coreai_torch import kernel_op
 
@@ -14,10 +14,7 @@ from coreai_torch import kernel_op
 if importlib.util.find_spec("coreai") is not None:
     import coreai.authoring  # noqa: F401
 
-if TEST_DEVICE:
-    install_device_mode()
-
-record_launched_kernels()
+install_launch_hook()  # device mode and the GPU compile check see every launch
 ptx_check.activate()
 
 

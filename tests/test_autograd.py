@@ -293,7 +293,7 @@ def test_a_torch_defn_that_cannot_be_differentiated_says_so():
 
 def _add_handle(x: torch.Tensor, y: torch.Tensor) -> int:
     custom_add(x.detach(), y.detach(), **flat(8), result_shapes=[[8]])  # registers it
-    return custom_add.specializations.handle(custom_add, (x, y), [[8]], custom_add.options)
+    return custom_add.table.find_or_register(custom_add, custom_add.options, (x, y), [[8]])
 
 
 def test_the_launch_op_refuses_inputs_that_require_grad():

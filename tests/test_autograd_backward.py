@@ -9,6 +9,7 @@ import pytest
 import torch
 from support.gradients import gradcheck_fp32
 from support.kernel_testing import run_checked
+from support.kernels import AXPY_SRC, axpy_kernel
 from torch.autograd.gradcheck import GradcheckError
 
 from coreai_torch import MetalParameter, TorchMetalKernel
@@ -24,10 +25,6 @@ def leaf(n: int, seed: int = 0) -> torch.Tensor:
     return torch.randn(n, generator=torch.Generator().manual_seed(seed)).requires_grad_()
 
 
-def axpy(x: torch.Tensor, y: torch.Tensor, alpha: float) -> torch.Tensor:
-    return alpha * x + y
-
-
 def axpy_grads(g: torch.Tensor, alpha: float) -> tuple[torch.Tensor, torch.Tensor]:
     return alpha * g, g * 1
 
@@ -39,8 +36,8 @@ axpy_grad = TorchMetalKernel(
 )  # fmt: skip
 
 
-def make_axpy(name: str, src: str = "out[id] = alpha * x[id] + y[id];") -> TorchMetalKernel:
-    return TorchMetalKernel(name, ["x", "y", "alpha"], ["out"], src, axpy, metal_params=ID)
+def make_axpy(name: str, src: str = AXPY_SRC) -> TorchMetalKernel:
+    return axpy_kernel(name, src)
 
 
 def axpy_setup(ctx, inputs, output):

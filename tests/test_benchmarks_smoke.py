@@ -41,6 +41,7 @@ EXPECTED_KEYS = {
         "py.cold_compile",
         "py.warm_first_result",
         "py.import",
+        "py.compile_new_kernel",
     },
     "bench_debug_checks": {
         "py.debug.corpus_median",
@@ -89,6 +90,7 @@ TARGETED_KEYS = {
     "py.rms_norm_looped",
     "py.cold_compile",
     "py.warm_first_result",
+    "py.compile_new_kernel",
     "conversion.zoo_raw_vs_decomposed",
     "conversion.llama4_raw",
     "conversion.llama4_int4",

@@ -8,6 +8,7 @@ import coreai_torch.contract
 import coreai_torch.converter.converter
 import coreai_torch.examples
 import coreai_torch.kernel
+import coreai_torch.launches
 import coreai_torch.modes
 import coreai_torch.runtime
 import coreai_torch.user_files
@@ -20,6 +21,7 @@ import coreai_torch.user_files
         coreai_torch.converter.converter,
         coreai_torch.examples,
         coreai_torch.kernel,
+        coreai_torch.launches,
         coreai_torch.modes,
         coreai_torch.runtime,
         coreai_torch.user_files,

@@ -1,4 +1,4 @@
-"""The eager fast path of a kernel call (csrc/specialization_table.cpp).
+"""The eager fast path of a kernel call (csrc/python/kernel_call.cpp).
 
 A repeated call of a registered specialization with plain arguments is
 launched from C++ without the dispatcher. These tests check that it gives the
@@ -22,9 +22,10 @@ import warnings
 import pytest
 import torch
 import torch.autograd.forward_ad as fwAD
+from support.kernel_testing import observed_launches
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from coreai_torch import _C, MetalCompileError, MetalParameter, TorchMetalKernel
+from coreai_torch import MetalCompileError, MetalParameter, TorchMetalKernel
 
 ID = [MetalParameter("id", "uint", "thread_position_in_grid")]
 GRID = {"threads_per_grid": (8, 1, 1), "threads_per_thread_group": (8, 1, 1)}
@@ -97,67 +98,78 @@ def test_result_containers_as_torch_defn(defn, kind):
         torch.testing.assert_close(list(out), list(defn(x)), rtol=0, atol=0)
 
 
-def test_fast_launch_declines_what_it_does_not_handle(scaled):
+def _route(kernel, inputs, grid, group, shapes) -> str:
+    """The route a call's launch took ('direct', 'op'), or the error it raised."""
+    try:
+        with observed_launches() as launches:
+            kernel(
+                *inputs, threads_per_grid=grid, threads_per_thread_group=group, result_shapes=shapes
+            )
+    except (TypeError, ValueError, RuntimeError) as exc:
+        return type(exc).__name__
+    return launches[0].route
+
+
+def test_only_plain_calls_of_registered_specializations_launch_directly(scaled):
     x, y = torch.randn(8), torch.randn(8)
     call_scaled(scaled, x, y)
-    table = scaled.table
     grid, group = (8, 1, 1), (8, 1, 1)
-
-    def fast(inputs, g, t, shapes):
-        return _C._launch(table, 0, inputs, g, t, shapes)
-
-    assert fast((x, y, 3, 0.5, True), grid, group, [[8]]) is not None
-    declined = [
-        ((x.double(), y.double(), 3, 0.5, True), grid, group, [[8]]),  # new specialization
-        ((x, y, 3, 0.5, True), grid, group, [[2, 4]]),  # new result rank
-        ((x, y, 3.0, 0.5, True), grid, group, [[8]]),  # float for an int
-        ((x, y, 3, 1, True), grid, group, [[8]]),  # int for a float: general path converts
-        ((x, y, 3, 0.5, 1), grid, group, [[8]]),  # int for a bool
-        ((x, y, 2**31, 0.5, True), grid, group, [[8]]),  # outside int32
-        ((x, y, 3, float("nan"), True), grid, group, [[8]]),
-        ((x, y, 3, 1e39, True), grid, group, [[8]]),  # inf as a 32-bit float
-        ((x, y, 3, -1e39, True), grid, group, [[8]]),
-        ((x.to_sparse(), y, 3, 0.5, True), grid, group, [[8]]),  # no strided memory
-        ((x.to_mkldnn(), y, 3, 0.5, True), grid, group, [[8]]),
-        ((torch.nested.as_nested_tensor([x]), y, 3, 0.5, True), grid, group, [[8]]),
-        ((x, torch.nn.Parameter(y), 3, 0.5, True), grid, group, [[8]]),  # a subclass
-        ((x, y, 3, 0.5, True), (8, 1), group, [[8]]),
-        ((x, y, 3, 0.5, True), grid, (8, 1, 0), [[8]]),
-        ((x, y, 3, 0.5, True), grid, (2048, 1, 1), [[8]]),
-        ((x, y, 3, 0.5, True), grid, group, [[]]),  # rank 0: not registered
-        ((x, y, 3, 0.5, True), (2**32, 1, 1), group, [[8]]),
-        ((x, y, 3, 0.5, True), grid, group, [[-8]]),
-        ((x, y, 3, 0.5, True), grid, group, [[8], [8]]),
-        ((x, y, 3, 0.5), grid, group, [[8]]),
+    assert _route(scaled, (x, y, 3, 0.5, True), grid, group, [[8]]) == "direct"
+    assert _route(scaled, (x, y, 3, 1, True), grid, group, [[8]]) == "direct"  # int as float
+    # A Parameter that needs no gradient is a plain tensor to every op.
+    frozen = torch.nn.Parameter(y, requires_grad=False)
+    assert _route(scaled, (x, frozen, 3, 0.5, True), grid, group, [[8]]) == "direct"
+    through_the_op = [
+        (x.half(), y.half(), 3, 0.5, True),  # a new specialization
+        # Tensors whose memory does not hold their values: the dispatcher
+        # resolves them first.
+        (torch.randn(8, dtype=torch.complex64).conj().imag, y, 3, 0.5, True),
+        (torch._efficientzerotensor(8), y, 3, 0.5, True),
     ]
-    for inputs, g, t, shapes in declined:
-        assert fast(inputs, g, t, shapes) is None, (inputs, g, t, shapes)
-    # Tensors whose memory does not hold their values take the op, whose
-    # dispatcher resolves them first.
-    negated = torch.randn(8, dtype=torch.complex64).conj().imag
-    assert negated.is_neg()
-    assert fast((negated, y, 3, 0.5, True), grid, group, [[8]]) is None
-    assert fast((torch._efficientzerotensor(8), y, 3, 0.5, True), grid, group, [[8]]) is None
-    # Another option set is another specialization.
-    assert _C._launch(table, 1, (x, y, 3, 0.5, True), grid, group, [[8]]) is None
+    for inputs in through_the_op:
+        assert _route(scaled, inputs, grid, group, [[8]]) == "op", inputs
+    # What no route takes is refused before any route is chosen.
+    refused = [
+        ((x, y, 3.0, 0.5, True), grid, group, [[8]], "TypeError"),  # a float for an int
+        ((x, y, 3, 0.5, 1), grid, group, [[8]], "TypeError"),  # an int for a bool
+        ((x, y, 2**31, 0.5, True), grid, group, [[8]], "ValueError"),  # outside int32
+        ((x, y, 3, float("nan"), True), grid, group, [[8]], "ValueError"),
+        ((x, y, 3, 1e39, True), grid, group, [[8]], "ValueError"),  # inf as a 32-bit float
+        ((x.to_sparse(), y, 3, 0.5, True), grid, group, [[8]], "TypeError"),
+        ((x, y, 3, 0.5, True), (8, 1), group, [[8]], "ValueError"),
+        ((x, y, 3, 0.5, True), grid, (8, 1, 0), [[8]], "ValueError"),
+        ((x, y, 3, 0.5, True), grid, (2048, 1, 1), [[8]], "ValueError"),
+        ((x, y, 3, 0.5, True), (2**32, 1, 1), group, [[8]], "ValueError"),
+        ((x, y, 3, 0.5, True), grid, group, [[-8]], "ValueError"),
+        ((x, y, 3, 0.5, True), grid, group, [[8], [8]], "ValueError"),
+        ((x, y, 3, 0.5), grid, group, [[8]], "TypeError"),
+    ]
+    for inputs, g, t, shapes, error in refused:
+        assert _route(scaled, inputs, g, t, shapes) == error, (inputs, g, t, shapes)
+    scaled.debug = True  # another option set is another specialization
+    try:
+        assert _route(scaled, (x, y, 3, 0.5, True), grid, group, [[8]]) == "op"
+        assert _route(scaled, (x, y, 3, 0.5, True), grid, group, [[8]]) == "direct"
+    finally:
+        scaled.debug = False
     with torch.enable_grad():
         xg = x.clone().requires_grad_()
-        assert fast((xg, y, 3, 0.5, True), grid, group, [[8]]) is None
+        assert _route(scaled, (xg, y, 3, 0.5, True), grid, group, [[8]]) == "op"
     with fwAD.dual_level():  # a tangent, which autograd records, takes the op too
-        assert fast((fwAD.make_dual(x, x), y, 3, 0.5, True), grid, group, [[8]]) is None
+        assert _route(scaled, (fwAD.make_dual(x, x), y, 3, 0.5, True), grid, group, [[8]]) == "op"
     with torch.inference_mode():
-        assert fast((x, y, 3, 0.5, True), grid, group, [[8]]) is not None
+        assert _route(scaled, (x, y, 3, 0.5, True), grid, group, [[8]]) == "direct"
 
     # Under vmap each row is a plain-looking 1-D float tensor; the transform
     # shows in the thread's dispatch keys.
     seen = []
 
     def probe(row: torch.Tensor) -> torch.Tensor:
-        seen.append(fast((row, y, 3, 0.5, True), grid, group, [[8]]))
+        seen.append(_route(scaled, (row, y, 3, 0.5, True), grid, group, [[8]]))
         return row
 
     torch.vmap(probe)(torch.randn(2, 8))
-    assert seen == [None]
+    assert len(seen) == 1 and seen[0] != "direct", seen
 
 
 def test_errors_after_warm_up_are_unchanged(scaled):
@@ -349,7 +361,7 @@ def test_a_launch_that_compiles_releases_the_gil():
         "fast_gil", ["x"], ["out"], f"// {tag}\nout[id] = x[id];", copy, metal_params=ID
     )
     x = torch.randn(8)
-    kernel.specializations.handle(kernel, (x,), [[8]], 0)  # registered, not compiled
+    kernel.table.find_or_register(kernel, 0, (x,), [[8]])  # registered, not compiled
     ticks, running = [], threading.Event()
 
     def ticker():
@@ -363,12 +375,14 @@ def test_a_launch_that_compiles_releases_the_gil():
     try:
         compiles = torch.ops.coreai_torch.cpu_compile_count()
         start = time.perf_counter()
-        out = _C._launch(kernel.table, 0, (x,), (8, 1, 1), (8, 1, 1), [[8]])
+        with observed_launches() as launches:
+            out = kernel(x, **GRID, result_shapes=[[8]])
         end = time.perf_counter()
     finally:
         running.clear()
         thread.join()
     assert torch.ops.coreai_torch.cpu_compile_count() == compiles + 1
+    assert [launch.route for launch in launches] == ["direct"]
     torch.testing.assert_close(out, x, rtol=0, atol=0)
     during = [t for t in ticks if start < t < end]
     # With the GIL held the ticker could not run at all during the launch.

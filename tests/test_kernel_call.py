@@ -17,6 +17,7 @@ from contextlib import contextmanager
 
 import pytest
 import torch
+from support.kernels import axpy_kernel
 
 import coreai_torch
 from coreai_torch import MetalParameter, TorchMetalKernel
@@ -29,15 +30,9 @@ LAUNCH = {
 }
 
 
-def torch_axpy(x: torch.Tensor, y: torch.Tensor, a: float) -> torch.Tensor:
-    return a * x + y
-
-
 @pytest.fixture(scope="module")
 def axpy() -> TorchMetalKernel:
-    return TorchMetalKernel(
-        "kernel_call_axpy", ["x", "y", "a"], ["out"], "out[id] = a * x[id] + y[id];", torch_axpy, ID
-    )
+    return axpy_kernel("kernel_call_axpy")
 
 
 @contextmanager
@@ -133,19 +128,10 @@ def test_bad_calls_raise_what_the_python_call_raises(axpy) -> None:
 
 def test_a_redefined_kernel_object_is_refused(axpy) -> None:
     x, y = inputs()
-    old = TorchMetalKernel(
-        "kernel_call_redefined", ["x", "y", "a"], ["out"], "out[id] = a * x[id];", torch_axpy, ID
-    )
+    old = axpy_kernel("kernel_call_redefined", "out[id] = alpha * x[id];")
     old(x, y, 2.0, **LAUNCH)
     with pytest.warns(UserWarning, match="Redefining kernel 'kernel_call_redefined'"):
-        TorchMetalKernel(
-            "kernel_call_redefined",
-            ["x", "y", "a"],
-            ["out"],
-            "out[id] = a * x[id] + y[id];",
-            torch_axpy,
-            ID,
-        )
+        axpy_kernel("kernel_call_redefined")
     with pytest.raises(RuntimeError, match="redefined with a different definition"):
         old(x, y, 2.0, **LAUNCH)
 

@@ -1,5 +1,5 @@
 """A TorchMetalKernel pickles by its definition: torch.save of a model that holds
-one, torch.multiprocessing.spawn with one as an argument (coreai_torch/pickling.py)."""
+one, torch.multiprocessing.spawn with one as an argument (TorchMetalKernel.__reduce__)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ import warnings
 import pytest
 import torch
 
-from coreai_torch import _C, MetalParameter, TorchMetalKernel, validation
+from coreai_torch import _C, MetalParameter, TorchMetalKernel, definition
 from coreai_torch.contract import Specialization, TensorArg, render_coreai_source
 
 ID = [MetalParameter("id", "uint", "thread_position_in_grid")]
@@ -402,7 +402,7 @@ def test_every_macro_the_cpu_backend_sees_is_refused_or_usable_as_a_name():
     usable = []
     for name in _prelude_macros():
         try:
-            validation.check_io_names("probe", [name], ["out"])
+            definition.check_io_names("probe", [name], ["out"])
         except ValueError:
             continue
         usable.append(name)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from coreai_torch import _C, MetalParameter, TorchMetalKernel
+from coreai_torch import MetalParameter, TorchMetalKernel
 
 CALL = {"threads_per_grid": (4, 1, 1), "threads_per_thread_group": (4, 1, 1)}
 
@@ -123,6 +123,92 @@ def test_redefining_while_other_threads_call_the_op_in_a_subprocess(tmp_path):
     assert run.stdout.startswith("ok "), run.stdout
 
 
+HAMMER_SIGNATURES = """
+import threading, warnings
+import torch
+from coreai_torch import MetalParameter, TorchMetalKernel
+
+warnings.simplefilter("ignore")
+ID = [MetalParameter("id", "uint", "thread_position_in_grid")]
+
+def make(c):
+    # Odd rounds take a scalar input: every round changes the op's signature.
+    if c % 2:
+        def plus_k(x: torch.Tensor, k: float) -> torch.Tensor:
+            return x + k
+        return TorchMetalKernel("resigned", ["x", "k"], ["out"], "out[id] = x[id] + k;",
+                                plus_k, metal_params=ID)
+    def plus(x: torch.Tensor) -> torch.Tensor:
+        return x + c
+    return TorchMetalKernel("resigned", ["x"], ["out"], f"out[id] = x[id] + {c};", plus,
+                            metal_params=ID)
+
+def call(kernel):
+    scalar = (1.0,) if len(kernel.input_names) == 2 else ()
+    return kernel(x, *scalar, threads_per_grid=(64, 1, 1),
+                  threads_per_thread_group=(64, 1, 1), result_shapes=[[64]])
+
+kernels = [make(0)]
+first_op = torch.ops.coreai_metal_kernels.resigned.default  # kept across redefinitions
+stop = threading.Event()
+problems, launched = [], [0]
+x = torch.zeros(64)
+
+def allowed(e):
+    return "redefined with" in str(e)
+
+def hammer_objects():  # the object current when the call starts, old by the time it runs
+    while not stop.is_set():
+        try:
+            call(kernels[0])
+            launched[0] += 1
+        except Exception as e:
+            if not allowed(e):
+                problems.append(repr(e)[:300])
+
+def hammer_op():  # the first definition's op, by a kept reference
+    while not stop.is_set():
+        try:
+            first_op(x, [64, 1, 1], [64, 1, 1], [64])
+            launched[0] += 1
+        except Exception as e:
+            if not allowed(e):
+                problems.append(repr(e)[:300])
+
+threads = [threading.Thread(target=hammer_objects) for _ in range(2)]
+threads.append(threading.Thread(target=hammer_op))
+for t in threads:
+    t.start()
+for c in range(1, 13):
+    kernels.append(make(c))
+    kernels.pop(0)
+    call(kernels[0])  # compiles while the other threads call
+stop.set()
+for t in threads:
+    t.join()
+assert not problems, problems[:5]
+assert launched[0] > 0
+print("ok")
+"""
+
+
+def test_redefining_with_new_signatures_while_threads_call_in_a_subprocess(tmp_path):
+    # Each redefinition with another signature used to destroy the op while
+    # other threads were in it: SIGSEGV (issue 29.9). A new signature is now a
+    # new overload of the op; calls of an old object or an old overload run
+    # or are refused with an error, and nothing crashes.
+    env = {**os.environ, "COREAI_TORCH_CACHE_DIR": str(tmp_path)}
+    run = subprocess.run(
+        [sys.executable, "-c", HAMMER_SIGNATURES],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip() == "ok", run.stdout
+
+
 def _mapped(path: str) -> bool:
     return path in Path("/proc/self/maps").read_text()
 
@@ -138,7 +224,7 @@ def test_a_redefined_kernel_unloads_the_old_library_once_dropped():
     torch.testing.assert_close(kernel(x, result_shapes=[[4]], **CALL), x * 3 + 0.25)
     gc.collect()
     loaded = torch.ops.coreai_torch.cpu_loaded_libraries()
-    handle = _C._specializations_handle(kernel.table, 0, (x,), [1])
+    handle = kernel.table.find_or_register(kernel, kernel.options, (x,), [[4]])
     library = torch.ops.coreai_torch.cpu_library_path(handle)
     assert library and _mapped(library)
 

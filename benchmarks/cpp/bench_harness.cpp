@@ -29,7 +29,7 @@
 #include <utility>
 #include <vector>
 
-#include "contract.h"
+#include "contract/contract.h"
 
 namespace {
 

@@ -14,7 +14,7 @@
 
 #include "coreai_torch.h"
 #include "cpu/access_checker.h"
-#include "launch_args.h"
+#include "specializations/launch_args.h"
 
 namespace coreai_torch::cpu {
 

@@ -11,7 +11,7 @@
 
 #include "cpu/group_form_analysis.h"
 #include "cpu/kernel_statements.h"
-#include "cpu/source_scan.h"
+#include "source/source_scan.h"
 
 namespace coreai_torch::cpu {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "cpu/source_scan.h"
+#include "source/source_scan.h"
 
 namespace coreai_torch::cpu::group_form {
 namespace {

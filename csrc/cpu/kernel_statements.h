@@ -13,7 +13,12 @@
 #include <utility>
 #include <vector>
 
-#include "cpu/metal_tokens.h"
+#include "source/metal_tokens.h"
+
+namespace coreai_torch::cpu {
+// The group-loop rewrite reads the rendering with the source passes' tokens.
+using namespace ::coreai_torch::source;  // NOLINT(google-build-using-namespace)
+}  // namespace coreai_torch::cpu
 
 namespace coreai_torch::cpu {
 

@@ -17,10 +17,10 @@
 #include "cpu/access_checker.h"
 #include "cpu/debug_buffers.h"
 #include "cpu/group_runner.h"
-#include "cpu/jit.h"
+#include "cpu/target.h"
 #include "cpu/kernel_guard.h"
 #include "cpu/launch_state.h"
-#include "launch_args.h"
+#include "specializations/launch_args.h"
 
 namespace coreai_torch {
 namespace cpu {

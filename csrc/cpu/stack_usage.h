@@ -9,11 +9,17 @@
 // variable-length array) makes the need unknown (-1).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
-#include "cpu/disk_cache.h"
-
 namespace coreai_torch::cpu {
+
+// Stack space a library's code needs, measured when it was compiled and
+// sealed with it in the disk cache (jit/seal.h's notes).
+struct StackNeeds {
+  int64_t thread_bytes = -1;  // fiber mode: one thread, below the fiber's entry (-1: unknown)
+  int64_t group_bytes = -1;   // loop mode: a whole group, below the group entry (-1: unknown)
+};
 
 // `su_text`: the contents of the .su file; `kernel_entry`: the name of the
 // kernel function in namespace metal (its frame is counted once when the

@@ -8,10 +8,12 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "cpu/compiler.h"
-#include "cpu/jit.h"
-#include "cpu/metal_fidelity.h"
-#include "cpu/subprocess.h"
+#include "jit/compiler.h"
+#include "cpu/target.h"
+#include "jit/cache_dir.h"
+#include "jit/compiler.h"
+#include "source/metal_fidelity.h"
+#include "jit/subprocess.h"
 
 namespace coreai_torch::cpu {
 namespace {
@@ -21,7 +23,8 @@ bool executable(const std::string& path) { return access(path.c_str(), X_OK) == 
 // The symbolizer of the compiler's own installation, else one on PATH; the
 // second result is whether it is llvm-symbolizer (else addr2line).
 std::pair<std::string, bool> find_tool() {
-  const std::string compiler = resolve_program(find_compiler("(symbolizer)", cache_directory()).program);
+  const std::string compiler = jit::resolve_program(
+      jit::find_compiler("(symbolizer)", "CPU", jit::CacheDir::current("CPU")).program);
   if (char* real = compiler.empty() ? nullptr : realpath(compiler.c_str(), nullptr)) {
     std::string dir(real);
     std::free(real);
@@ -30,10 +33,10 @@ std::pair<std::string, bool> find_tool() {
   }
   for (const char* name : {"llvm-symbolizer", "llvm-symbolizer-19", "llvm-symbolizer-18",
                            "llvm-symbolizer-17", "llvm-symbolizer-16", "llvm-symbolizer-15"}) {
-    const std::string found = resolve_program(name);
+    const std::string found = jit::resolve_program(name);
     if (!found.empty()) return {found, true};
   }
-  const std::string addr2line = resolve_program("addr2line");
+  const std::string addr2line = jit::resolve_program("addr2line");
   if (!addr2line.empty()) return {addr2line, false};
   return {{}, false};
 }
@@ -52,7 +55,7 @@ CodeLocation locate(const std::vector<std::string>& frames) {
     loc.chain += f + "\n";
     const std::string name = frame_name(f);
     const std::string file = name.substr(0, name.find(':'));
-    if (loc.user.empty() && is_user_file(file)) loc.user = name;
+    if (loc.user.empty() && source::is_user_file(file)) loc.user = name;
   }
   if (loc.user.empty()) {
     loc.user = frames.empty() || frames.front().starts_with("??")
@@ -87,9 +90,9 @@ std::vector<CodeLocation> symbolize(const std::string& library_path,
     argv.insert(argv.end(), {"-a", "-i", "-e", library_path});
   }
   for (uintptr_t o : offsets) argv.push_back(hex(o));
-  ProcessLimits limits;
+  jit::ProcessLimits limits;
   limits.timeout_seconds = 60;
-  const ProcessResult run = run_process(argv, limits);
+  const jit::ProcessResult run = jit::run_process(argv, limits);
   // llvm-symbolizer: the frames of each address, then an empty line.
   // addr2line -a: the address, then its frames.
   std::istringstream lines(run.exit_code == 0 ? run.output : std::string());

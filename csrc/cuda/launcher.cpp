@@ -10,8 +10,8 @@
 #include <cstdint>
 
 #include "cuda/driver.h"
-#include "cuda/jit.h"
-#include "launch_args.h"
+#include "cuda/target.h"
+#include "specializations/launch_args.h"
 #include "msl/coreai_msl/cuda_abi.h"
 
 namespace coreai_torch::cuda {

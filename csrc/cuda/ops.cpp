@@ -4,7 +4,7 @@
 #include <torch/library.h>
 
 #include "coreai_torch.h"
-#include "cuda/jit.h"
+#include "cuda/target.h"
 
 namespace coreai_torch::cuda {
 namespace {

@@ -1,5 +1,7 @@
 #include "cuda/toolchain.h"
 
+#include "jit/cache_dir.h"
+
 #include <dlfcn.h>
 #include <sys/stat.h>
 
@@ -12,8 +14,8 @@
 #include <mutex>
 #include <optional>
 
-#include "cpu/compiler.h"
-#include "cpu/jit.h"
+#include "jit/compiler.h"
+#include "cpu/target.h"
 
 namespace coreai_torch::cuda {
 namespace {
@@ -101,7 +103,8 @@ const Toolchain& toolchain(const std::string& kernel) {
   static std::optional<Toolchain> found;
   std::lock_guard<std::mutex> lock(mutex);
   if (found) return *found;
-  const cpu::Compiler& compiler = cpu::find_compiler(kernel, cpu::cache_directory());
+  const jit::Compiler& compiler =
+      jit::find_compiler(kernel, "CUDA", jit::CacheDir::current("CUDA"));
   std::string tried;
   const std::string libdevice = find_libdevice(&tried);
   TORCH_CHECK(!libdevice.empty(), "kernel '", kernel,
@@ -110,12 +113,12 @@ const Toolchain& toolchain(const std::string& kernel) {
               tried,
               "\nInstall it with `pip install nvidia-nvvm` (or a CUDA toolkit), or set "
               "COREAI_TORCH_LIBDEVICE to the file.");
-  found = Toolchain{compiler.program, compiler.identity, libdevice, file_identity(libdevice)};
+  found = Toolchain{compiler, libdevice, file_identity(libdevice)};
   return *found;
 }
 
 std::vector<std::string> device_compile_flags(const Toolchain& tc, const std::string& arch,
-                                              bool fast_math, const std::string& msl_dir) {
+                                              bool fast_math) {
   std::vector<std::string> flags{
       "-x", "cuda", "--cuda-device-only", "--cuda-gpu-arch=" + arch,
       // No CUDA installation is used: the prelude declares what it needs
@@ -130,8 +133,7 @@ std::vector<std::string> device_compile_flags(const Toolchain& tc, const std::st
       // Round every half and bfloat operation to its type, as on the CPU.
       "-Xclang", "-ffloat16-excess-precision=none", "-Xclang", "-fbfloat16-excess-precision=none",
       "-fno-math-errno", "-fno-exceptions", "-flax-vector-conversions=none",
-      "-Wno-unknown-attributes", "-Wno-unknown-cuda-version",
-      "-I", msl_dir};
+      "-Wno-unknown-attributes", "-Wno-unknown-cuda-version"};
   if (fast_math) {
     // Approximate transcendental functions (nvptx_math.h) and a * b + c fused.
     flags.insert(flags.end(), {"-DCOREAI_MSL_FAST_MATH=1", "-ffp-contract=fast"});

@@ -6,11 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "jit/compiler.h"
+
 namespace coreai_torch::cuda {
 
 struct Toolchain {
-  std::string clang;           // the CPU backend's compiler (cpu::find_compiler)
-  std::string clang_identity;  // its `--version` output
+  jit::Compiler compiler;      // clang (jit::find_compiler), as for the CPU backend
   std::string libdevice;       // path of libdevice.10.bc
   std::string libdevice_identity;  // path, size and modification time: part of cache keys
 };
@@ -36,6 +37,6 @@ std::string gpu_arch(int major, int minor);
 // The flags every kernel (and the prelude's precompiled header) is compiled
 // with for `arch`, before the output and input names.
 std::vector<std::string> device_compile_flags(const Toolchain& tc, const std::string& arch,
-                                              bool fast_math, const std::string& msl_dir);
+                                              bool fast_math);
 
 }  // namespace coreai_torch::cuda

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "contract.h"
+#include "contract/contract.h"
 
 namespace coreai_torch::mps {
 

@@ -16,7 +16,7 @@
 #include <exception>
 #include <string>
 
-#include "launch_args.h"
+#include "specializations/launch_args.h"
 #include "mps/launch_rules.h"
 #include "mps/mps_backend.h"
 

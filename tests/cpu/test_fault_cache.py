@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import struct
 import subprocess
 import time
 from pathlib import Path
@@ -56,10 +55,10 @@ def _by_tag(cache: Path) -> dict[str, Path]:
 # ---- damaged files ---------------------------------------------------------------
 
 
-def _sealed(payload: bytes) -> bytes:
-    """`payload` with the trailer described in csrc/cpu/disk_cache.h."""
-    fields = b"coreai-kernel-v1" + struct.pack("<qqq", len(payload), -1, -1)
-    return payload + fields + hashlib.sha256(payload + fields).hexdigest().encode()
+def _sealed(payload: bytes, key: str) -> bytes:
+    """`payload` with the seal line of cache key `key` (csrc/jit/seal.h)."""
+    line = f"\n// coreai-kernel-v2 {len(payload):020d} {-1:+020d} {-1:+020d} {key} ".encode()
+    return payload + line + hashlib.sha256(payload + line).hexdigest().encode() + b"\n"
 
 
 def _truncate(library: Path, tmp_path: Path) -> None:
@@ -89,7 +88,7 @@ def _other_abi(library: Path, tmp_path: Path) -> None:
     subprocess.run(
         [C._cpu_compiler(), "-x", "c", "-shared", "-fPIC", "-o", str(fake), str(source)], check=True
     )
-    library.write_bytes(_sealed(fake.read_bytes()))
+    library.write_bytes(_sealed(fake.read_bytes(), library.stem))
 
 
 def test_damaged_cached_libraries_are_rebuilt(tmp_path: Path) -> None:
@@ -100,10 +99,12 @@ def test_damaged_cached_libraries_are_rebuilt(tmp_path: Path) -> None:
     for tag, damage in damages.items():
         damage(libraries[tag], tmp_path)
     # A new process rebuilds each, replaces the file and runs correctly. The
-    # one that loaded and was rejected (other-abi) must not come back from
-    # the loader in place of the library built for it: calling each kernel
-    # twice neither fails nor compiles again.
-    assert _use(cache, *damages, *damages) == (3, 0)
+    # one that loaded and was rejected (other-abi; intact and sealed, so found
+    # in the cache first) must not come back from the loader in place of the
+    # library built for it: calling each kernel twice neither fails nor
+    # compiles again.
+    compiles, hits = _use(cache, *damages, *damages)
+    assert compiles == 3 and hits <= 1
     # The next process finds intact libraries.
     assert _use(cache, *damages) == (0, 3)
     assert _by_tag(cache) == libraries
@@ -131,22 +132,34 @@ def test_the_least_recently_used_library_is_evicted_first(
 ) -> None:
     cache = _copy(three_libraries, tmp_path)
     entries = _by_tag(cache)
-    # A compile that a killed process left behind, and one still running.
-    stale = cache / ".tmp-0123456789abcdef-1-2-3.so"
-    fresh = cache / ".tmp-fedcba9876543210-1-2-3.cpp"
+    # A compile that a killed process left behind, and one still running, in
+    # the cache's own directory of temporaries; and files of the user's that
+    # look like temporaries or probes, which the cache did not write.
+    stale = cache / "coreai-tmp" / "0123456789abcdef-1-2-3.so"
+    fresh = cache / "coreai-tmp" / "fedcba9876543210-1-2-3.cpp"
     stale.write_bytes(b"left by a killed compile")
     fresh.write_bytes(b"a compile in progress")
-    os.utime(stale, (time.time() - 7200, time.time() - 7200))
+    users = [cache / ".tmp-notes.txt", cache / "probe-results.cpp", cache / ("0" * 64 + ".ptx")]
+    for f in users:
+        f.write_bytes(b"the user's own file")
+    for f in (stale, *users):
+        os.utime(f, (time.time() - 7200, time.time() - 7200))
     # Recency: k2 oldest, then k3, then k1.
     for age, tag in ((300, "k2"), (200, "k3"), (100, "k1")):
         stamp = time.time() - age
         os.utime(entries[tag], (stamp, stamp))
-    total = sum(_entry_bytes(p) for p in entries.values())
+        os.utime(entries[tag].with_suffix(".cpp"), (stamp, stamp))
+    # Everything the cache counts: its sealed entries (the precompiled
+    # prelude among them), not the user's look-alikes.
+    total = sum(f.stat().st_size for f in cache.iterdir() if f.is_file() and f not in users)
+    total -= sum(f.stat().st_size for f in cache.glob("compiler-*.txt"))
     # Room for everything but one of the four entries.
     limit = total + min(_entry_bytes(p) for p in entries.values()) // 2
     assert _use(cache, "k4", COREAI_TORCH_CACHE_MAX_BYTES=str(limit)) == (1, 0)
     assert sorted(_by_tag(cache)) == ["k1", "k3", "k4"]
     assert not stale.exists() and fresh.exists()
+    # Only what the cache wrote is deleted (recognised by its name and seal).
+    assert all(f.exists() for f in users)
 
 
 def test_a_library_the_process_loaded_is_never_evicted(

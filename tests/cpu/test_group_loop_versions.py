@@ -1,8 +1,8 @@
 """The loop-mode group loop's versions give the same bits.
 
 The compiled group loop has a copy for views whose dimension-0 strides are all
-1 (vectorized; on x86-64 also compiled for AVX2 and AVX-512, with masked
-stores for a bounds check), a copy for any strides, and one that reads the
+1 (vectorized; on x86-64 compiled for AVX2 or AVX-512 where the CPU has it,
+with masked stores for a bounds check), a copy for any strides, and one that reads the
 metadata buffer in place when it is too long to copy (more than 128 entries).
 Each launch below goes down one of them; the results are compared bit for bit
 with torch, which does the same single float32 rounding per element.
@@ -86,8 +86,8 @@ def test_metadata_longer_than_the_held_copy() -> None:
 def test_no_copy_fuses_a_multiply_add() -> None:
     # a = 1 + 2^-12: a * a = 1 + 2^-11 + 2^-24 exactly. A float product rounds
     # the 2^-24 away (a tie, to even), so a * a - 1 is 2^-11; a fused
-    # multiply-add keeps it: 2^-11 + 2^-24. The AVX-512 copy (on CPUs that
-    # have it) and aarch64 have FMA instructions; none may be used.
+    # multiply-add keeps it: 2^-11 + 2^-24. AVX-512 (on CPUs that have it)
+    # and aarch64 have FMA instructions; none may be used.
     fmadd = kernel(
         "loop_versions_fmadd",
         [Tensor("x"), Tensor("y")],

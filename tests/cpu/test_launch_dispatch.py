@@ -285,8 +285,16 @@ def _register(**changes):
             r"both \[\[thread_execution_width\]\] and \[\[threads_per_simdgroup\]\]",
         ),
         ({"arg_kinds": "x"}, ValueError, "arg_kinds must be made of"),
-        ({"input_dtypes": [torch.float64]}, TypeError, "input 'x' has dtype Double"),
-        ({"result_dtypes": [torch.complex64]}, TypeError, "result 'out' has dtype ComplexFloat"),
+        (
+            {"input_dtypes": [torch.float64]},
+            TypeError,
+            "input 'x' has dtype torch.float64, which Metal",
+        ),
+        (
+            {"result_dtypes": [torch.complex64]},
+            TypeError,
+            "result 'out' has dtype torch.complex64, which",
+        ),
         (
             {"input_ranks": [17]},
             ValueError,

@@ -13,6 +13,7 @@ from pathlib import Path
 import coreai_torch._C as C
 import pytest
 import torch
+from support.child_process import child_env, run
 from support.cpu_launch import Tensor, kernel
 
 GID = [("id", "uint", "thread_position_in_grid")]
@@ -301,8 +302,10 @@ def test_disk_cache_is_used_by_a_new_process_and_is_private(tmp_path: Path) -> N
     assert stat.S_IMODE(cache.stat().st_mode) == 0o700
     libraries = list(cache.glob("*.so"))
     assert len(libraries) == 1
-    assert all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in cache.iterdir())
-    assert not list(cache.glob(".tmp-*"))
+    assert all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in cache.iterdir() if f.is_file())
+    # The temporaries' directory: private, and empty once the compile is done.
+    assert stat.S_IMODE((cache / "coreai-tmp").stat().st_mode) == 0o700
+    assert not list((cache / "coreai-tmp").iterdir())
 
 
 def test_two_processes_compiling_the_same_kernel_both_succeed(tmp_path: Path) -> None:
@@ -312,7 +315,7 @@ def test_two_processes_compiling_the_same_kernel_both_succeed(tmp_path: Path) ->
     results = [_finish(c) for c in children]
     assert all(r in ("1 0", "0 1") for r in results)
     assert len(list(cache.glob("*.so"))) == 1
-    assert not list(cache.glob(".tmp-*"))
+    assert not list((cache / "coreai-tmp").iterdir())
 
 
 def test_xdg_cache_home_is_honoured(tmp_path: Path) -> None:
@@ -403,4 +406,58 @@ def test_a_cache_directory_others_can_write_is_refused(tmp_path: Path) -> None:
     p = _child(cache, "shared cache")
     _, err = p.communicate(timeout=120)
     assert p.returncode != 0
-    assert "writable by others (mode 0777)" in err and "chmod 700" in err
+    # Making it private now would keep what others planted: a new one is advised.
+    assert "writable by others (mode 0777)" in err and "a new directory" in err
+    assert "chmod" not in err
+
+
+FORK_WHILE_COMPILING = """
+import os, threading, time, uuid
+import torch
+from coreai_torch import MetalParameter, TorchMetalKernel
+
+def triple(x: torch.Tensor) -> torch.Tensor:
+    return x * 3
+
+# A source no cache has seen: its first launch compiles (a fraction of a second).
+kernel = TorchMetalKernel(
+    "fork_compile", ["x"], ["out"], f"// {uuid.uuid4().hex}\\nout[id] = x[id] * 3.0f;", triple,
+    metal_params=[MetalParameter("id", "uint", "thread_position_in_grid")])
+x = torch.arange(8.0)
+CALL = dict(threads_per_grid=(8, 1, 1), threads_per_thread_group=(8, 1, 1), result_shapes=[[8]])
+compiles = torch.ops.coreai_torch.cpu_compile_count()
+thread = threading.Thread(target=lambda: kernel(x, **CALL))
+thread.start()
+time.sleep(0.05)  # the thread is compiling now
+assert torch.ops.coreai_torch.cpu_compile_count() == compiles, "compiled too fast to test"
+pid = os.fork()
+if pid == 0:
+    # The child has none of the parent's threads: its call compiles afresh.
+    code = 0 if torch.equal(kernel(x, **CALL), x * 3) else 3
+    os._exit(code)
+thread.join()
+deadline = time.monotonic() + 120
+while time.monotonic() < deadline:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        break
+    time.sleep(0.05)
+else:
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    raise SystemExit("the forked child's call hung")
+assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+print("ok")
+"""
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="known bug (issue 29.10): the child no longer hangs, but its first call of the "
+    "kernel its parent was compiling sometimes returns unwritten results",
+)
+def test_a_child_forked_during_a_compile_compiles_afresh(tmp_path: Path) -> None:
+    # A process that forked while a thread compiled kernel K: the child's call
+    # of K used to wait forever for the parent's compile (issue 29.10).
+    out = run(FORK_WHILE_COMPILING, child_env(tmp_path), timeout=300)
+    assert out.strip().splitlines()[-1] == "ok", out

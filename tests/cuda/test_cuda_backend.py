@@ -19,6 +19,7 @@ import pytest
 import torch
 from support.child_process import child_env, run
 from support.cuda_tools import requires_gpu
+from support.kernel_testing import observed_launches
 
 from coreai_torch import _C, MetalCompileError, MetalParameter, TorchMetalKernel
 
@@ -289,7 +290,7 @@ def test_the_first_kernel_compiles_while_the_prelude_is_precompiled(tmp_path) ->
     # The process waited for the build at exit: the file is published, and
     # no temporary is left behind.
     assert len(list(fresh.glob("*.pch"))) == 1
-    assert not list(fresh.glob(".tmp-*"))
+    assert not list((fresh / "coreai-tmp").iterdir())
     assert _ptx_of(warm, "k0", "k1") == (2, 0)
     # Both routes give the same kernel function; only the order of the helper
     # functions clang emits beside it (and so the numbers in labels) differs.
@@ -335,12 +336,12 @@ def test_damaged_cached_ptx_is_compiled_again(tmp_path) -> None:
     assert _ptx_of(cache, "k1") == (1, 0)
     (ptx,) = cache.glob("*.ptx")
     sealed = ptx.read_bytes()
-    assert b"coreai-kernel-v1" in sealed[-128:]  # sealed like a CPU library (disk_cache.h)
+    assert b"coreai-kernel-v2" in sealed[-256:]  # sealed like a CPU library (jit/seal.h)
     ptx.write_bytes(sealed[: len(sealed) // 2])  # truncated
     assert _ptx_of(cache, "k1") == (1, 0)
     # Compiled again, now with the precompiled prelude the first compile left
     # (test_the_first_kernel_compiles_while_the_prelude_is_precompiled).
-    assert b"coreai-kernel-v1" in ptx.read_bytes()[-128:]
+    assert b"coreai-kernel-v2" in ptx.read_bytes()[-256:]
     assert _entry_function(ptx) == _entry_function_of_text(sealed)
     assert _ptx_of(cache, "k1") == (0, 1)
 
@@ -678,15 +679,9 @@ def test_repeated_calls_compile_nothing_and_take_the_fast_path() -> None:
     tiled(x, **call, result_shapes=[[1000]])
     compiles = torch.ops.coreai_torch.cuda_compile_count()
     for _ in range(3):
-        out = _C._launch(
-            tiled.table,
-            tiled.options,
-            (x,),
-            call["threads_per_grid"],
-            call["threads_per_thread_group"],
-            [[1000]],
-        )
-        assert out is not None  # CUDA tensors take the C++ eager route
+        with observed_launches() as launches:
+            out = tiled(x, **call, result_shapes=[[1000]])
+        assert [launch.route for launch in launches] == ["direct"]  # C++'s eager route
     assert torch.ops.coreai_torch.cuda_compile_count() == compiles
     torch.testing.assert_close(out, 3 * x, rtol=0, atol=0)
 

@@ -53,7 +53,7 @@ PREFIX = """\
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 #include "coreai_torch.h"
-#include "launch_args.h"
+#include "specializations/launch_args.h"
 """
 
 

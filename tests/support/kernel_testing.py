@@ -24,8 +24,9 @@ from typing import Any
 
 import torch
 
-from coreai_torch import _C, TorchMetalKernel, kernel_op, modes
+from coreai_torch import _C, TorchMetalKernel
 from coreai_torch.contract import OPTION_DEBUG
+from coreai_torch.launches import Launch, set_launch_hook
 from support import ptx_check
 
 TEST_DEVICE = os.environ.get("COREAI_TORCH_TEST_DEVICE", "")
@@ -183,23 +184,38 @@ def cross_check(
     return to_device(got, "cpu")
 
 
-def install_device_mode() -> None:
-    """Every plain eager TorchMetalKernel call also runs on TEST_DEVICE (module docstring)."""
-    on_cpu = TorchMetalKernel.__call__
+def _observe(launch: Launch) -> Any:
+    """The session's launch hook (``coreai_torch.launches``): every eager launch, whatever
+    route its call took, is recorded for the GPU compile check and, in device
+    mode, also run on TEST_DEVICE."""
+    kernel = launch.kernel
+    if launch.device != "cpu":
+        return launch.run()
+    if not TEST_DEVICE:
+        out = launch.run()
+    else:
+        # Calls autograd records arrive here with inputs that require grad: the
+        # comparison runs on detached views (the same storage, so writes show).
+        args = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in launch.inputs)
+        kwargs = {
+            "threads_per_grid": launch.threads_per_grid,
+            "threads_per_thread_group": launch.threads_per_thread_group,
+            "result_shapes": launch.result_shapes,
+        }
+        calls = iter([lambda values: launch.run()])  # the CPU launch itself, first
 
-    def call(self: TorchMetalKernel, *args: Any, **kwargs: Any) -> Any:
-        if modes.resolve(self.execution_mode) != "kernel":
-            return on_cpu(self, *args, **kwargs)
-        multiplies = "simdgroup_multiply" in f"{self.src}\n{self.helper_src}"
-        return cross_check(
-            self.name,
-            lambda a: on_cpu(self, *a, **kwargs),
-            args,
-            self.debug,
-            reordered_sums=multiplies,
-        )
+        def on(values: tuple) -> Any:
+            return next(calls, lambda v: kernel(*v, **kwargs))(values)
 
-    TorchMetalKernel.__call__ = call
+        multiplies = "simdgroup_multiply" in f"{kernel.src}\n{kernel.helper_src}"
+        out = cross_check(kernel.name, on, args, kernel.debug, reordered_sums=multiplies)
+    if launch.handle not in _RECORDED:  # handles are never reused
+        _RECORDED.add(launch.handle)
+        record_launch(kernel.name, tuple(launch.registration()))
+    return out
+
+
+_RECORDED: set[int] = set()
 
 
 def record_launch(name: str, registration: tuple) -> None:
@@ -216,27 +232,22 @@ def record_launch(name: str, registration: tuple) -> None:
     ptx_check.check_launched(name, (*head, options & ~OPTION_DEBUG))
 
 
-def record_launched_kernels() -> None:
-    """From now on, passes each specialization a kernel's op launches to record_launch.
+def install_launch_hook() -> None:
+    """Observes every eager launch of the session (``_observe``)."""
+    set_launch_hook(_observe)
 
-    A new specialization always launches through the op's eager kernel
-    (``kernel_op._eager``) first; support/cpu_launch.py records its own.
-    """
-    eager = kernel_op._eager
-    seen: set[tuple] = set()
 
-    def recording(kernel: TorchMetalKernel, flat: tuple) -> Any:
-        out = eager(kernel, flat)
-        n = len(kernel.input_names)
-        inputs = flat[:n]
-        outs = kernel.as_result_list(out)
-        tensors = tuple((v.dtype, v.dim()) for v in inputs if isinstance(v, torch.Tensor))
-        results = tuple((o.dtype, o.dim()) for o in outs)
-        key = (repr(kernel.identity), tensors, results, kernel.options)
-        if key not in seen and modes.resolve(kernel.execution_mode) == "kernel":
-            seen.add(key)
-            spec = kernel.specialization(inputs, [o.dim() for o in outs], [o.dtype for o in outs])
-            record_launch(kernel.name, kernel.registration(spec))
-        return out
+@contextlib.contextmanager
+def observed_launches() -> Iterator[list[Launch]]:
+    """The launches made inside the block, in order (after the session's hook ran them)."""
+    seen: list[Launch] = []
 
-    kernel_op._eager = recording
+    def observe(launch: Launch) -> Any:
+        seen.append(launch)
+        return previous(launch) if previous is not None else launch.run()
+
+    previous = set_launch_hook(observe)
+    try:
+        yield seen
+    finally:
+        set_launch_hook(previous)

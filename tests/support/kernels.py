@@ -27,3 +27,24 @@ rank0_sum = TorchMetalKernel(
     torch_defn=total_plus,
     metal_params=[MetalParameter("id", "uint", "thread_position_in_grid")],
 )
+
+
+def axpy(x: torch.Tensor, y: torch.Tensor, alpha: float) -> torch.Tensor:
+    return alpha * x + y
+
+
+# alpha * x + y, one element per thread; threads past the end do nothing.
+AXPY_SRC = "if (id < out.get_extent(0)) out[id] = alpha * x[id] + y[id];"
+
+
+def axpy_kernel(name: str, src: str = AXPY_SRC) -> TorchMetalKernel:
+    """An axpy kernel (inputs x, y, alpha; result out) named ``name`` (test kernels
+    need names of their own: a kernel's name is its op's)."""
+    return TorchMetalKernel(
+        name,
+        ["x", "y", "alpha"],
+        ["out"],
+        src,
+        axpy,
+        metal_params=[MetalParameter("id", "uint", "thread_position_in_grid")],
+    )

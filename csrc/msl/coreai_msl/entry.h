@@ -13,21 +13,6 @@
 
 #define COREAI_CPU_EXPORT __attribute__((visibility("default")))
 
-// x86-64: the loop-mode group loop is also compiled for AVX2 and for
-// AVX-512 (F and VL), and the library picks the widest copy the CPU has, so a
-// cached library still runs on any x86-64. Both bring masked stores, which let
-// the loop vectorizer handle the bounds check most kernels put around their
-// stores; AVX-512's (mask registers) are also fast where AVX2's vmaskmov
-// stores are slow (AMD Zen 4: a bounds-checked add runs about twice as long
-// with them as without a bounds check). AVX-512 implies FMA; the kernel flags
-// forbid contracting a * b + c into one rounding (-ffp-contract=off), so every
-// copy computes the same bits.
-#if defined(__x86_64__)
-#define COREAI_CPU_X86_GROUP_LOOP_COPIES 1
-#else
-#define COREAI_CPU_X86_GROUP_LOOP_COPIES 0
-#endif
-
 namespace coreai {
 
 // Type of parameter I of a kernel function.
