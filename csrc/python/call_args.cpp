@@ -40,28 +40,20 @@ std::string type_name(PyObject* obj) {
   return out;
 }
 
-// repr(tuple(seq)), as the messages show a triple.
-std::string tuple_repr(PyObject* seq) {
-  PyObject* t = PySequence_Tuple(seq);
-  if (t == nullptr) {
+// repr of `seq` made a tuple or a list (`as`), as the messages show it.
+std::string repr_as(PyObject* seq, PyObject* (*as)(PyObject*)) {
+  PyObject* converted = as(seq);
+  if (converted == nullptr) {
     PyErr_Clear();
     return repr(seq);
   }
-  std::string out = repr(t);
-  Py_DECREF(t);
+  std::string out = repr(converted);
+  Py_DECREF(converted);
   return out;
 }
 
-std::string list_repr(PyObject* seq) {
-  PyObject* l = PySequence_List(seq);
-  if (l == nullptr) {
-    PyErr_Clear();
-    return repr(seq);
-  }
-  std::string out = repr(l);
-  Py_DECREF(l);
-  return out;
-}
+std::string tuple_repr(PyObject* seq) { return repr_as(seq, PySequence_Tuple); }
+std::string list_repr(PyObject* seq) { return repr_as(seq, PySequence_List); }
 
 std::string names_repr(const std::vector<std::string>& names) {
   std::string out = "[";
