@@ -16,10 +16,10 @@ from __future__ import annotations
 from typing import Any
 
 from .__version__ import __version__
-from .checker import Example, KernelReport, check_kernel
 from .errors import MetalCompileError
 from .kernel import TorchMetalKernel
 from .modes import get_execution_mode, set_execution_mode
+from .testing import Example, KernelReport, check_kernel
 
 __all__ = [
     "Example",

@@ -15,7 +15,7 @@ def _check_file(target: str, devices: list[str] | None, edge_sizes: bool, debug:
     """Checks the kernels of a Python file (``FILE[:KERNEL]``) against their references.
 
     The file defines its kernels (TorchMetalKernel objects at module level) and
-    ``EXAMPLES``: kernel name -> :class:`coreai_torch.checker.Example` (or a
+    ``EXAMPLES``: kernel name -> :class:`coreai_torch.testing.Example` (or a
     function returning one), the example call each check starts from.
     """
     path, _, wanted = target.partition(":")
@@ -37,8 +37,8 @@ def _check_kernels_of(
 ) -> int:
     import runpy
 
-    from .checker import Example, check_kernel
     from .kernel import TorchMetalKernel
+    from .testing import Example, check_kernel
 
     try:
         namespace = runpy.run_path(path, run_name=_CHECK_RUN_NAME)

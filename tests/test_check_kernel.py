@@ -10,8 +10,8 @@ from pathlib import Path
 import torch
 
 from coreai_torch import Example, TorchMetalKernel, check_kernel
-from coreai_torch.checker import _edge
 from coreai_torch.cli import main
+from coreai_torch.testing import _edge
 
 try:
     from coreai.authoring import MetalParameter

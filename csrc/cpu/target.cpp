@@ -350,20 +350,11 @@ std::shared_ptr<const KernelLibrary> build_as(const KernelRecord& record, const 
               " is on a file system mounted noexec, from which compiled kernels cannot be loaded. "
               "Set COREAI_TORCH_CACHE_DIR to a directory on a file system that allows "
               "executables (for example under your home directory).");
-  jit::CompileRequest r;
-  r.kernel = record.name;
-  r.entry = record.entry;
-  r.backend = kBackend;
-  r.suffix = ".so";
-  r.source_suffix = ".cpp";
-  r.compiler = &jit::find_compiler(record.name, kBackend, cache);
-  r.language_flags = kernel_flags();
-  r.language_flags.insert(r.language_flags.end(), instruction_set_flags().begin(),
-                          instruction_set_flags().end());
-  if (source::metal_fidelity_enabled()) {
-    const std::vector<std::string>& fidelity = source::fidelity_compile_flags();
-    r.language_flags.insert(r.language_flags.end(), fidelity.begin(), fidelity.end());
-  }
+  std::vector<std::string> flags = kernel_flags();
+  flags.insert(flags.end(), instruction_set_flags().begin(), instruction_set_flags().end());
+  jit::CompileRequest r = jit::kernel_request(
+      record.name, record.entry, kBackend, ".so", ".cpp",
+      jit::find_compiler(record.name, kBackend, cache), std::move(flags), record.source);
   if (form.form == ExecutionForm::Fibers) {
     r.language_flags.insert(r.language_flags.end(), fiber_mode_flags().begin(),
                             fiber_mode_flags().end());
@@ -378,7 +369,6 @@ std::shared_ptr<const KernelLibrary> build_as(const KernelRecord& record, const 
   r.output_flags.push_back("-fstack-usage");
   r.key_salt = "abi " + std::to_string(COREAI_CPU_ABI_VERSION);
   r.translation_unit = translation_unit(record, form);
-  r.rendering = record.source;
   r.finish = [](const jit::CompileRequest& request, const jit::CacheDir& c,
                 const std::string& artifact, const std::string&) {
     const StackNeeds stack = stack_needs(c, artifact, request.entry);

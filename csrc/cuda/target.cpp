@@ -9,7 +9,6 @@
 
 #include "jit/pipeline.h"
 #include "jit/sha256.h"
-#include "source/metal_fidelity.h"
 #include "source/source_scan.h"
 #include "specializations/launch_args.h"
 #include "cuda/ptx_fixup.h"
@@ -115,18 +114,9 @@ jit::CompileRequest ptx_request(const KernelRecord& record, const std::string& a
               "CPU backend; run the kernel on CPU tensors to debug it, or set debug = False to "
               "run it on CUDA");
   const Toolchain& tc = toolchain(record.name);
-  jit::CompileRequest r;
-  r.kernel = record.name;
-  r.entry = record.entry;
-  r.backend = kBackend;
-  r.suffix = ".ptx";
-  r.source_suffix = ".cu";
-  r.compiler = &tc.compiler;
-  r.language_flags = device_compile_flags(tc, arch, (record.options & kOptionFastMath) != 0);
-  if (source::metal_fidelity_enabled()) {
-    const std::vector<std::string>& fidelity = source::fidelity_compile_flags();
-    r.language_flags.insert(r.language_flags.end(), fidelity.begin(), fidelity.end());
-  }
+  jit::CompileRequest r = jit::kernel_request(
+      record.name, record.entry, kBackend, ".ptx", ".cu", tc.compiler,
+      device_compile_flags(tc, arch, (record.options & kOptionFastMath) != 0), record.source);
   if (uses_simdgroup_matrices(record.source)) {
     // Unroll loops with known trip counts up to ~4000 instructions (LLVM's
     // default at -O3: 300). Such kernels index arrays of matrices by loop
@@ -140,7 +130,6 @@ jit::CompileRequest ptx_request(const KernelRecord& record, const std::string& a
   r.prelude_flags = {"-Xclang", "-emit-pch"};
   r.key_salt = "abi " + std::to_string(COREAI_CUDA_ABI_VERSION) + "\n" + tc.libdevice_identity;
   r.translation_unit = translation_unit(record, bounded, whole_simdgroups);
-  r.rendering = record.source;
   r.finish = [](const jit::CompileRequest& request, const jit::CacheDir& cache,
                 const std::string& artifact, const std::string& unit) {
     repair_16bit_globals(request, cache, artifact, unit);

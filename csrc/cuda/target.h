@@ -2,7 +2,7 @@
 // rendering becomes a CUDA device translation unit over the same msl/ headers
 // as the CPU backend, which clang compiles to PTX; the driver turns the PTX
 // into machine code for the GPU. PTX and machine code are cached on disk (the
-// CPU backend's disk cache, cpu/disk_cache.h), the loaded kernel in the
+// compile pipeline's disk cache, jit/cache_dir.h), the loaded kernel in the
 // record's CUDA slot.
 #pragma once
 

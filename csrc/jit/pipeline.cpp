@@ -230,6 +230,26 @@ ProcessResult run_compiler(const CompileRequest& r, const CacheDir& cache,
                      compiler_limits());
 }
 
+CompileRequest kernel_request(std::string kernel, std::string entry, std::string backend,
+                              std::string suffix, std::string source_suffix,
+                              const Compiler& compiler, std::vector<std::string> language_flags,
+                              std::string rendering) {
+  CompileRequest r;
+  r.kernel = std::move(kernel);
+  r.entry = std::move(entry);
+  r.backend = std::move(backend);
+  r.suffix = std::move(suffix);
+  r.source_suffix = std::move(source_suffix);
+  r.compiler = &compiler;
+  r.language_flags = std::move(language_flags);
+  if (source::metal_fidelity_enabled()) {
+    const std::vector<std::string>& fidelity = source::fidelity_compile_flags();
+    r.language_flags.insert(r.language_flags.end(), fidelity.begin(), fidelity.end());
+  }
+  r.rendering = std::move(rendering);
+  return r;
+}
+
 std::string artifact_key(const CompileRequest& r) {
   std::vector<std::string> parts{r.key_salt, r.compiler->identity};
   for (const auto* flags : {&r.language_flags, &r.codegen_flags, &r.output_flags}) {

@@ -52,6 +52,15 @@ struct CompileRequest {
       finish;
 };
 
+// The request every target starts from: compile `rendering` (kernel
+// `kernel`, entry `entry`) for `backend` into `<key><suffix>`, keeping its
+// unit as `<key><source_suffix>`, with `language_flags` followed, while the
+// Metal-fidelity checks are on, by theirs. The target adds the rest.
+CompileRequest kernel_request(std::string kernel, std::string entry, std::string backend,
+                              std::string suffix, std::string source_suffix,
+                              const Compiler& compiler, std::vector<std::string> language_flags,
+                              std::string rendering);
+
 // A sealed artifact of the disk cache, opened.
 struct CachedArtifact {
   std::string name;  // `<key><suffix>` in the cache directory

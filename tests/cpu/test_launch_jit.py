@@ -451,13 +451,9 @@ print("ok")
 """
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known bug (issue 29.10): the child no longer hangs, but its first call of the "
-    "kernel its parent was compiling sometimes returns unwritten results",
-)
 def test_a_child_forked_during_a_compile_compiles_afresh(tmp_path: Path) -> None:
     # A process that forked while a thread compiled kernel K: the child's call
-    # of K used to wait forever for the parent's compile (issue 29.10).
+    # of K used to wait forever for the parent's compile (issue 29.10). Now it
+    # compiles K itself and returns K's results.
     out = run(FORK_WHILE_COMPILING, child_env(tmp_path), timeout=300)
     assert out.strip().splitlines()[-1] == "ok", out
