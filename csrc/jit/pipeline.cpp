@@ -241,7 +241,13 @@ CompileRequest kernel_request(std::string kernel, std::string entry, std::string
   r.suffix = std::move(suffix);
   r.source_suffix = std::move(source_suffix);
   r.compiler = &compiler;
-  r.language_flags = std::move(language_flags);
+  // The compiler proper runs inside the driver's process rather than in a
+  // second one (some distributions' clang spawns it): each start of clang
+  // loads and relocates LLVM's shared libraries, tens of milliseconds that
+  // would be a good part of a small kernel's compile with the prelude
+  // precompiled.
+  r.language_flags = {"-fintegrated-cc1"};
+  r.language_flags.insert(r.language_flags.end(), language_flags.begin(), language_flags.end());
   if (source::metal_fidelity_enabled()) {
     const std::vector<std::string>& fidelity = source::fidelity_compile_flags();
     r.language_flags.insert(r.language_flags.end(), fidelity.begin(), fidelity.end());

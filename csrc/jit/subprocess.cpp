@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -101,11 +102,13 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessLim
   }
   close(fds[0]);
   int status = 0;
-  while (true) {
+  // The output ends as the process exits, usually a moment before it can be
+  // reaped: wait a millisecond first, longer only for a process that lives on.
+  for (int wait_ms = 1;; wait_ms = std::min(2 * wait_ms, kPollMilliseconds)) {
     const pid_t done = waitpid(pid, &status, must_stop() ? 0 : WNOHANG);
     if (done == pid) break;
     if (done < 0 && errno != EINTR) break;
-    if (done == 0) poll(nullptr, 0, kPollMilliseconds);
+    if (done == 0) poll(nullptr, 0, wait_ms);
   }
   if (result.timed_out || result.stopped) return result;
   if (WIFEXITED(status)) {

@@ -428,8 +428,10 @@ CALL = dict(threads_per_grid=(8, 1, 1), threads_per_thread_group=(8, 1, 1), resu
 compiles = torch.ops.coreai_torch.cpu_compile_count()
 thread = threading.Thread(target=lambda: kernel(x, **CALL))
 thread.start()
-time.sleep(0.05)  # the thread is compiling now
-assert torch.ops.coreai_torch.cpu_compile_count() == compiles, "compiled too fast to test"
+# The count goes up as the compiler starts: fork while it runs.
+while torch.ops.coreai_torch.cpu_compile_count() == compiles and thread.is_alive():
+    time.sleep(0.001)
+assert thread.is_alive(), "compiled too fast to test"
 pid = os.fork()
 if pid == 0:
     # The child has none of the parent's threads: its call compiles afresh.
