@@ -246,12 +246,12 @@ CompileRequest kernel_request(std::string kernel, std::string entry, std::string
   // loads and relocates LLVM's shared libraries, tens of milliseconds that
   // would be a good part of a small kernel's compile with the prelude
   // precompiled.
-  r.language_flags = {"-fintegrated-cc1"};
-  r.language_flags.insert(r.language_flags.end(), language_flags.begin(), language_flags.end());
+  language_flags.insert(language_flags.begin(), "-fintegrated-cc1");
   if (source::metal_fidelity_enabled()) {
     const std::vector<std::string>& fidelity = source::fidelity_compile_flags();
-    r.language_flags.insert(r.language_flags.end(), fidelity.begin(), fidelity.end());
+    language_flags.insert(language_flags.end(), fidelity.begin(), fidelity.end());
   }
+  r.language_flags = std::move(language_flags);
   r.rendering = std::move(rendering);
   return r;
 }
