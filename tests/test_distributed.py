@@ -6,12 +6,11 @@ docs/cuda.md, "Distributed training"."""
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import torch
 import torch.multiprocessing as mp
-from support.ddp_training import global_batches, new_model, train, train_ranks
+from support.ddp_training import free_port, global_batches, new_model, train, train_ranks
 
 # DDP averages the two ranks' gradients, each the mean over half the batch;
 # one process takes the mean over the whole batch. The same sums in another
@@ -20,15 +19,9 @@ from support.ddp_training import global_batches, new_model, train, train_ranks
 RTOL, ATOL = 1e-4, 1e-6
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_ddp_over_gloo_trains_like_one_process_eager_and_compiled(tmp_path: Path) -> None:
     out_file = tmp_path / "ranks.pt"
-    mp.spawn(train_ranks, args=(2, free_port(), str(out_file)), nprocs=2)
+    mp.spawn(train_ranks, args=(2, free_port(), str(out_file), ("eager", "compiled")), nprocs=2)
     ranks = torch.load(out_file)
     model = new_model()
     start = {name: p.detach().clone() for name, p in model.named_parameters()}

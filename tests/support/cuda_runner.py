@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import ctypes
 import sys
+import time
 
 CU_LIMIT_STACK_SIZE = 0
 CU_LIMIT_PRINTF_FIFO_SIZE = 1
+CUDA_ERROR_OUT_OF_MEMORY = 2
 
 
 def main(path: str) -> None:
@@ -30,7 +32,16 @@ def main(path: str) -> None:
     check(cuda.cuCtxSetCurrent(context), "cuCtxSetCurrent")
     # Check programs print thousands of lines and keep arrays on the stack.
     check(cuda.cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, ctypes.c_size_t(64 << 20)), "printf")
-    check(cuda.cuCtxSetLimit(CU_LIMIT_STACK_SIZE, ctypes.c_size_t(64 << 10)), "stack")
+    # The driver reserves the stack for every thread the GPU can hold at once
+    # (64 KiB x 2048 x 132 SMs = 17 GiB on an H100), so a few runners in
+    # parallel (pytest-xdist) can fill the GPU's memory: a runner that finds
+    # it full waits for the others to finish, for up to two minutes.
+    deadline = time.monotonic() + 120
+    while (
+        result := cuda.cuCtxSetLimit(CU_LIMIT_STACK_SIZE, ctypes.c_size_t(64 << 10))
+    ) == CUDA_ERROR_OUT_OF_MEMORY and time.monotonic() < deadline:
+        time.sleep(0.2)
+    check(result, "stack")
     with open(path, "rb") as f:
         image = f.read() + b"\0"
     module = ctypes.c_void_p()
