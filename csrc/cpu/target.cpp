@@ -365,8 +365,8 @@ std::shared_ptr<const KernelLibrary> build_as(const KernelRecord& record, const 
     r.language_flags.insert(r.language_flags.end(), debug_flags().begin(), debug_flags().end());
   }
   r.prelude_flags = {"-x", "c++-header"};
-  r.output_flags = link_flags();
-  r.output_flags.push_back("-fstack-usage");
+  r.output_flags = {"-c", "-fstack-usage"};
+  r.link_flags = link_flags();
   r.key_salt = "abi " + std::to_string(COREAI_CPU_ABI_VERSION);
   r.translation_unit = translation_unit(record, form);
   r.finish = [](const jit::CompileRequest& request, const jit::CacheDir& c,

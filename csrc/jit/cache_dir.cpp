@@ -25,6 +25,7 @@
 #include <set>
 
 #include "jit/seal.h"
+#include "jit/sha256.h"
 
 namespace coreai_torch::jit {
 namespace {
@@ -343,6 +344,22 @@ void CacheDir::write_new(const std::string& name, const std::string& contents,
                 ". Free space there, or set COREAI_TORCH_CACHE_DIR to a writable directory "
                 "with room.");
   }
+}
+
+std::optional<std::string> CacheDir::read_note(const std::string& name) const {
+  std::optional<Fd> fd = open_entry(name);
+  if (!fd) return std::nullopt;
+  return read_all(fd->get());
+}
+
+void CacheDir::write_note(const std::string& name, const std::string& contents) const {
+  const std::string tmp = temporary(sha256_hex(name), ".txt");
+  try {
+    write_new(tmp, contents, "(cache note " + name + ")");
+  } catch (const c10::Error&) {
+    return;
+  }
+  if (!rename(tmp, name)) remove(tmp);
 }
 
 bool CacheDir::append(const std::string& name, const std::string& contents,

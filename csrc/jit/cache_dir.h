@@ -77,6 +77,14 @@ class CacheDir {
   void write_new(const std::string& name, const std::string& contents,
                  const std::string& kernel) const;
 
+  // A note (a small file the cache keeps to save later processes work, never
+  // evicted): its contents, if it is a file open_entry() accepts.
+  std::optional<std::string> read_note(const std::string& name) const;
+
+  // Writes the note `name` whole (a temporary renamed over it). Only an
+  // optimisation: a note that cannot be written is not written.
+  void write_note(const std::string& name, const std::string& contents) const;
+
   // Appends to an existing file; false with `why` on failure.
   bool append(const std::string& name, const std::string& contents, std::string& why) const;
 

@@ -122,23 +122,9 @@ std::string memo_name(const std::string& program) {
 
 std::optional<std::string> read_memo(const CacheDir& cache, const std::string& name) {
   if (name.empty()) return std::nullopt;
-  std::optional<Fd> fd = cache.open_entry(name);
-  if (!fd) return std::nullopt;
-  std::string identity = CacheDir::read_all(fd->get());
-  if (identity.find("clang version") == std::string::npos) return std::nullopt;
+  std::optional<std::string> identity = cache.read_note(name);
+  if (!identity || identity->find("clang version") == std::string::npos) return std::nullopt;
   return identity;
-}
-
-// Only an optimisation: a note that cannot be written costs the next process a check.
-void write_memo(const CacheDir& cache, const std::string& name, const std::string& identity) {
-  if (name.empty()) return;
-  const std::string tmp = cache.temporary(sha256_hex(name), ".txt");
-  try {
-    cache.write_new(tmp, identity, "(compiler check)");
-  } catch (const c10::Error&) {
-    return;
-  }
-  if (!cache.rename(tmp, name)) cache.remove(tmp);
 }
 
 }  // namespace
@@ -263,7 +249,7 @@ const Compiler& find_compiler(const std::string& kernel, const std::string& back
                         "': interrupted (SIGINT) while looking for a C++ compiler");
     }
     if (why_not.empty()) {
-      write_memo(cache, memo, identity);
+      if (!memo.empty()) cache.write_note(memo, identity);
       found = Compiler{c.program, identity};
       return *found;
     }

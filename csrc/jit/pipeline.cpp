@@ -206,6 +206,170 @@ std::vector<std::string> compile_argv(const CompileRequest& r, const CacheDir& c
   return argv;
 }
 
+// ---- the link step -------------------------------------------------------------------
+//
+// clang's driver runs the compiler proper in its own process only when that
+// is its one job; asked to compile and link, it starts the compiler as a
+// second process, which loads and relocates LLVM's libraries again (about as
+// long as compiling a small kernel with the prelude precompiled). So a
+// target that links has the driver compile to an object and runs the link
+// command itself: the one the driver prints for the same flags (`-###`),
+// learned once per machine and kept as a note in the cache directory.
+//
+// Kernels rarely need the C++ runtime (a few of the headers' helpers use
+// operator new and thread-local destructors), and reading libstdc++ takes the
+// linker several times as long as the rest of the link. The link runs first
+// without it, refusing undefined symbols (-z defs); if the object needs it,
+// the driver's full command runs.
+
+constexpr const char* kOutputSlot = "{output}";
+constexpr const char* kObjectSlot = "{object}";
+
+// The arguments of a command line as `clang -###` prints them: each in
+// double quotes, with `\` escaping the next character.
+std::optional<std::vector<std::string>> unquote_command(const std::string& line) {
+  std::vector<std::string> args;
+  size_t i = 0;
+  while (i < line.size()) {
+    if (line[i] == ' ') {
+      ++i;
+      continue;
+    }
+    if (line[i] != '"') return std::nullopt;
+    std::string arg;
+    for (++i; i < line.size() && line[i] != '"'; ++i) {
+      if (line[i] == '\\' && i + 1 < line.size()) ++i;
+      arg += line[i];
+    }
+    if (i == line.size()) return std::nullopt;  // no closing quote
+    args.push_back(std::move(arg));
+    ++i;
+  }
+  if (args.empty()) return std::nullopt;
+  return args;
+}
+
+// The link command the driver runs for `r.link_flags`, with the output and
+// the object as slots; learned by linking `object` into `output` (existing
+// paths, which the driver checks) with `-###`. Nothing if the driver's
+// output cannot be read.
+std::optional<std::vector<std::string>> learn_link_command(const CompileRequest& r,
+                                                           const std::string& output,
+                                                           const std::string& object) {
+  std::vector<std::string> argv{r.compiler->program, "-###"};
+  argv.insert(argv.end(), r.link_flags.begin(), r.link_flags.end());
+  argv.insert(argv.end(), {"-o", output, object});
+  const ProcessResult shown = run_process(argv, compiler_limits());
+  if (!shown.started || shown.exit_code != 0) return std::nullopt;
+  std::optional<std::vector<std::string>> command;  // the last quoted line: the link
+  size_t start = 0;
+  while (start < shown.output.size()) {
+    size_t end = shown.output.find('\n', start);
+    if (end == std::string::npos) end = shown.output.size();
+    const std::string line = shown.output.substr(start, end - start);
+    if (line.rfind(" \"", 0) == 0) command = unquote_command(line);
+    start = end + 1;
+  }
+  if (!command) return std::nullopt;
+  int slots = 0;
+  for (std::string& arg : *command) {
+    if (arg.find('\n') != std::string::npos) return std::nullopt;  // not a note's line
+    if (arg == output || arg == object) {
+      arg = arg == output ? kOutputSlot : kObjectSlot;
+      ++slots;
+    }
+  }
+  if (slots != 2) return std::nullopt;
+  return command;
+}
+
+// `command` with its slots filled; `lean`: without libstdc++ and refusing
+// undefined symbols, or nothing if the command does not link libstdc++.
+std::optional<std::vector<std::string>> link_argv(const std::vector<std::string>& command,
+                                                  const std::string& output,
+                                                  const std::string& object, bool lean) {
+  if (lean && std::find(command.begin(), command.end(), "-lstdc++") == command.end()) {
+    return std::nullopt;
+  }
+  std::vector<std::string> argv{command[0]};
+  if (lean) argv.insert(argv.end(), {"-z", "defs"});
+  for (size_t i = 1; i < command.size(); ++i) {
+    if (lean && command[i] == "-lstdc++") continue;
+    argv.push_back(command[i] == kOutputSlot   ? output
+                   : command[i] == kObjectSlot ? object
+                                               : command[i]);
+  }
+  return argv;
+}
+
+ProcessResult run_link(const std::vector<std::string>& command, const std::string& output,
+                       const std::string& object) {
+  if (std::optional<std::vector<std::string>> lean = link_argv(command, output, object, true)) {
+    ProcessResult result = run_process(*lean, compiler_limits());
+    if (!result.started || result.exit_code == 0 || result.timed_out || result.stopped) {
+      return result;
+    }
+  }
+  return run_process(*link_argv(command, output, object, false), compiler_limits());
+}
+
+// Links `object` into `output` (paths) for `r`; what the last linker run did.
+ProcessResult link(const CompileRequest& r, const CacheDir& cache, const std::string& output,
+                   const std::string& object) {
+  std::vector<std::string> parts{r.compiler->program, r.compiler->identity};
+  parts.insert(parts.end(), r.link_flags.begin(), r.link_flags.end());
+  const std::string note = "link-" + cache_key("link command", parts).substr(0, 32) + ".txt";
+  static std::mutex& mutex = child_unlocked_mutex();
+  static auto* known = new std::map<std::string, std::vector<std::string>>();
+  std::optional<std::vector<std::string>> command;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto found = known->find(note); found != known->end()) command = found->second;
+  }
+  bool from_note = false;
+  if (!command) {
+    if (std::optional<std::string> text = cache.read_note(note)) {
+      std::vector<std::string> lines;
+      size_t start = 0;
+      while (start < text->size()) {
+        const size_t end = std::min(text->find('\n', start), text->size());
+        lines.push_back(text->substr(start, end - start));
+        start = end + 1;
+      }
+      if (std::count(lines.begin(), lines.end(), kOutputSlot) == 1 &&
+          std::count(lines.begin(), lines.end(), kObjectSlot) == 1) {
+        command = std::move(lines);
+        from_note = true;
+      }
+    }
+  }
+  auto learn = [&] {
+    command = learn_link_command(r, output, object);
+    if (!command) return;
+    std::string text;
+    for (const std::string& arg : *command) text += arg + "\n";
+    cache.write_note(note, text);
+  };
+  if (!command) learn();
+  if (!command) {  // a driver whose link command cannot be read links by itself
+    std::vector<std::string> argv{r.compiler->program};
+    argv.insert(argv.end(), r.link_flags.begin(), r.link_flags.end());
+    argv.insert(argv.end(), {"-o", output, object});
+    return run_process(argv, compiler_limits());
+  }
+  ProcessResult result = run_link(*command, output, object);
+  if (result.started && result.exit_code != 0 && !result.timed_out && !result.stopped &&
+      from_note) {
+    learn();  // a note from before the system's libraries moved: learned again
+    if (command) result = run_link(*command, output, object);
+  }
+  if (result.exit_code == 0 && command) {
+    std::lock_guard<std::mutex> lock(mutex);
+    known->emplace(note, *command);
+  }
+  return result;
+}
+
 }  // namespace
 
 std::string compile_error(const std::string& kernel, const std::string& entry,
@@ -258,7 +422,7 @@ CompileRequest kernel_request(std::string kernel, std::string entry, std::string
 
 std::string artifact_key(const CompileRequest& r) {
   std::vector<std::string> parts{r.key_salt, r.compiler->identity};
-  for (const auto* flags : {&r.language_flags, &r.codegen_flags, &r.output_flags}) {
+  for (const auto* flags : {&r.language_flags, &r.codegen_flags, &r.output_flags, &r.link_flags}) {
     parts.insert(parts.end(), flags->begin(), flags->end());
   }
   parts.push_back(headers_digest(msl_directory(r.backend)));
@@ -291,21 +455,33 @@ CachedArtifact compile(const CompileRequest& r, bool read_payload, bool fresh) {
   // over it, and nobody ever reads a half-written one.
   const std::string unit = cache.temporary(key, r.source_suffix);
   const std::string out = cache.temporary(key, r.suffix);
+  // The object a linking target's compiler writes, beside the artifact with
+  // the same stem (the compiler names its side files, like -fstack-usage's
+  // `.su`, after it).
+  const std::string object = r.link_flags.empty() ? out : out.substr(0, out.rfind('.')) + ".o";
   auto remove_temporaries = [&] {
     cache.remove(unit);
     cache.remove(out);
+    cache.remove(object);
   };
   cache.write_new(unit, r.translation_unit, r.kernel);
   const std::string pch = prelude(r, cache, msl);
-  std::vector<std::string> argv = compile_argv(r, cache, msl, pch, r.output_flags, unit, out);
+  std::vector<std::string> argv = compile_argv(r, cache, msl, pch, r.output_flags, unit, object);
   counters(r.backend).compiles++;
   ProcessResult result = run_process(argv, compiler_limits());
   if (!pch.empty() && result.started && result.exit_code != 0 &&
       mentions_unusable_pch(result.output)) {
     cache.remove(pch);  // ours, and of no use: built again for the next kernel
-    cache.remove(out);
-    argv = compile_argv(r, cache, msl, "", r.output_flags, unit, out);
+    cache.remove(object);
+    argv = compile_argv(r, cache, msl, "", r.output_flags, unit, object);
     result = run_process(argv, compiler_limits());
+  }
+  if (!r.link_flags.empty() && result.started && result.exit_code == 0) {
+    // The compiler's remarks (the recursion check's source) stay in the output.
+    const std::string compiled = std::move(result.output);
+    result = link(r, cache, cache.path_of(out), cache.path_of(object));
+    result.output = compiled + result.output;
+    cache.remove(object);
   }
   if (!result.started || result.exit_code != 0) {
     remove_temporaries();

@@ -9,6 +9,8 @@
 //      compiled with the prelude parsed from source
 //   -> the compiler, on private temporaries; its errors mapped to the
 //      user's lines as a MetalCompileError, other failures raised as they are
+//   -> for a target that links (the CPU's shared libraries), the linker, run
+//      directly with the command line the compiler's driver would run
 //   -> the target's finishing step (stack needs, PTX repairs)
 //   -> seal, rename into place, keep the unit beside it, evict
 //
@@ -39,7 +41,11 @@ struct CompileRequest {
   const Compiler* compiler = nullptr;
   std::vector<std::string> language_flags;  // the prelude is precompiled with exactly these
   std::vector<std::string> codegen_flags;   // the kernel's compile adds these
-  std::vector<std::string> output_flags;    // what to write (-shared, -S), before -o
+  std::vector<std::string> output_flags;    // what to write (-c, -S), before -o
+  // Non-empty: the compiler writes an object (output_flags hold -c), which
+  // the driver's link command for these flags (-shared, -fuse-ld=...) turns
+  // into the artifact.
+  std::vector<std::string> link_flags;
   std::string key_salt;                     // the target's ABI version and the like
   std::string translation_unit;             // includes <coreai_msl.h> first
   std::string rendering;                    // the Metal source, for the fidelity scan

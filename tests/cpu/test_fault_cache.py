@@ -110,6 +110,33 @@ def test_damaged_cached_libraries_are_rebuilt(tmp_path: Path) -> None:
     assert _by_tag(cache) == libraries
 
 
+def _notes(cache: Path) -> list[Path]:
+    """The cache's notes: the compiler check and the link command (never evicted)."""
+    return [*cache.glob("compiler-*.txt"), *cache.glob("link-*.txt")]
+
+
+def test_a_link_command_noted_before_the_system_libraries_moved_is_learned_again(
+    tmp_path: Path,
+) -> None:
+    cache = tmp_path / "cache"
+    assert _use(cache, "first") == (1, 0)
+    (note,) = cache.glob("link-*.txt")
+    command = note.read_text().splitlines()
+    assert "{output}" in command and "{object}" in command
+    # As after an upgrade of the C runtime: a start file the note names is gone.
+    moved = [
+        arg if not arg.endswith("crti.o") else str(tmp_path / "gone" / "crti.o") for arg in command
+    ]
+    assert moved != command
+    note.write_text("\n".join(moved) + "\n")
+    assert _use(cache, "second") == (1, 0)  # linked, and the note learned again
+    assert note.read_text().splitlines() == command
+    # A note that is not a link command is not used either.
+    note.write_text("garbage\n")
+    assert _use(cache, "third") == (1, 0)
+    assert note.read_text().splitlines() == command
+
+
 # ---- the size limit --------------------------------------------------------------
 
 
@@ -152,7 +179,7 @@ def test_the_least_recently_used_library_is_evicted_first(
     # Everything the cache counts: its sealed entries (the precompiled
     # prelude among them), not the user's look-alikes.
     total = sum(f.stat().st_size for f in cache.iterdir() if f.is_file() and f not in users)
-    total -= sum(f.stat().st_size for f in cache.glob("compiler-*.txt"))
+    total -= sum(f.stat().st_size for f in _notes(cache))
     # Room for everything but one of the four entries.
     limit = total + min(_entry_bytes(p) for p in entries.values()) // 2
     assert _use(cache, "k4", COREAI_TORCH_CACHE_MAX_BYTES=str(limit)) == (1, 0)

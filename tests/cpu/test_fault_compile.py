@@ -24,7 +24,7 @@ def _wrapper(tmp_path: Path, first_compile: str) -> Path:
     script.write_text(
         "#!/bin/bash\n"
         'case " $* " in\n'
-        f'  *" -shared "*) if [ ! -e {marker} ]; then touch {marker}; {first_compile}; fi ;;\n'
+        f'  *" -c "*) if [ ! -e {marker} ]; then touch {marker}; {first_compile}; fi ;;\n'
         "esac\n"
         f'exec {C._cpu_compiler()} "$@"\n'
     )
