@@ -225,6 +225,18 @@ std::vector<std::string> compile_argv(const CompileRequest& r, const CacheDir& c
 constexpr const char* kOutputSlot = "{output}";
 constexpr const char* kObjectSlot = "{object}";
 
+// The lines of `text`, without their line ends.
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return lines;
+}
+
 // The arguments of a command line as `clang -###` prints them: each in
 // double quotes, with `\` escaping the next character.
 std::optional<std::vector<std::string>> unquote_command(const std::string& line) {
@@ -262,13 +274,8 @@ std::optional<std::vector<std::string>> learn_link_command(const CompileRequest&
   const ProcessResult shown = run_process(argv, compiler_limits());
   if (!shown.started || shown.exit_code != 0) return std::nullopt;
   std::optional<std::vector<std::string>> command;  // the last quoted line: the link
-  size_t start = 0;
-  while (start < shown.output.size()) {
-    size_t end = shown.output.find('\n', start);
-    if (end == std::string::npos) end = shown.output.size();
-    const std::string line = shown.output.substr(start, end - start);
+  for (const std::string& line : lines_of(shown.output)) {
     if (line.rfind(" \"", 0) == 0) command = unquote_command(line);
-    start = end + 1;
   }
   if (!command) return std::nullopt;
   int slots = 0;
@@ -327,15 +334,10 @@ ProcessResult link(const CompileRequest& r, const CacheDir& cache, const std::st
     if (auto found = known->find(note); found != known->end()) command = found->second;
   }
   bool from_note = false;
+  bool learned = false;
   if (!command) {
     if (std::optional<std::string> text = cache.read_note(note)) {
-      std::vector<std::string> lines;
-      size_t start = 0;
-      while (start < text->size()) {
-        const size_t end = std::min(text->find('\n', start), text->size());
-        lines.push_back(text->substr(start, end - start));
-        start = end + 1;
-      }
+      std::vector<std::string> lines = lines_of(*text);
       if (std::count(lines.begin(), lines.end(), kOutputSlot) == 1 &&
           std::count(lines.begin(), lines.end(), kObjectSlot) == 1) {
         command = std::move(lines);
@@ -346,6 +348,7 @@ ProcessResult link(const CompileRequest& r, const CacheDir& cache, const std::st
   auto learn = [&] {
     command = learn_link_command(r, output, object);
     if (!command) return;
+    learned = true;
     std::string text;
     for (const std::string& arg : *command) text += arg + "\n";
     cache.write_note(note, text);
@@ -363,7 +366,10 @@ ProcessResult link(const CompileRequest& r, const CacheDir& cache, const std::st
     learn();  // a note from before the system's libraries moved: learned again
     if (command) result = run_link(*command, output, object);
   }
-  if (result.exit_code == 0 && command) {
+  // Kept for this process once it linked, or once the driver gave it: a kernel
+  // that does not link (an undefined function) fails with a command it learned
+  // just now, and its retries need not ask the driver again.
+  if (command && (result.exit_code == 0 || learned)) {
     std::lock_guard<std::mutex> lock(mutex);
     known->emplace(note, *command);
   }
