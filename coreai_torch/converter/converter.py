@@ -380,15 +380,7 @@ def check_entrypoint_name(name: object) -> str:
 
 def _subgraph_entry(subprogram: Any, program: ExportedProgram) -> _Entry:
     """The entry of an externalized submodule's program: a graph with no state."""
-    states = find_states(program)
-    if states:
-        raise NotImplementedError(
-            f"externalized submodule {subprogram.name!r} writes into "
-            f"{[s.placeholder.name for s in states]} (state inside an externalized graph), "
-            "which coreai_torch's converter does not support yet. Keep the cache writes "
-            "outside the externalized submodule (pass the cache in, return the new values), "
-            "or do not externalize it."
-        )
+    externalized.refuse_state(subprogram.name, program, find_states(program))
     return _Entry(
         program=program,
         input_names=None,

@@ -17,10 +17,13 @@ from typing import Any
 import torch.fx as fx
 from coreai._compiler.dialects import coreai
 from coreai._compiler.ir import Attribute, Location
+from torch.export import ExportedProgram
 
 from .._composite_declaration import generate_composite_decl
 from ..externalize import NAMESPACE, _ExternalizedExportedProgram
 from .errors import source_line
+from .mutation import mutates_input
+from .state import State
 
 
 def checked(programs: Sequence[Any], entrypoint: str) -> list[_ExternalizedExportedProgram]:
@@ -65,6 +68,22 @@ def check_calls(graphs: Sequence[tuple[str, fx.Graph]], subgraphs: Sequence[Any]
                     "this very ep (export the model once, after "
                     "_patch_model_for_externalization)."
                 )
+
+
+def refuse_state(name: str, program: ExportedProgram, states: Sequence[State]) -> None:
+    """``NotImplementedError`` naming the write, if an externalized program has state."""
+    if not states:
+        return
+    writes = [n for n in program.graph.nodes if n.op == "call_function" and mutates_input(n.target)]
+    write = writes[0] if writes else states[0].new_value
+    where = (source_line(write) if write is not None else None) or "no source line recorded"
+    raise NotImplementedError(
+        f"externalized submodule {name!r} writes into "
+        f"{[s.source for s in states]} ({where}): state inside an externalized graph is "
+        "not supported by coreai_torch's converter yet. Keep the write outside the "
+        "externalized submodule (pass the cache in, return the new values), or do not "
+        "externalize it."
+    )
 
 
 def graph_attributes(program: _ExternalizedExportedProgram, context: Any) -> dict[str, Any]:

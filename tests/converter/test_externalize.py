@@ -356,7 +356,11 @@ def test_state_inside_an_externalized_graph_is_refused() -> None:
         _patch_model_for_externalization(model, [Cached])
         program = torch.export.export(model, (torch.ones(2),))
         externalized = _subexport_and_restore(model, program)
-    with pytest.raises(NotImplementedError, match=r"'cached_\w+' writes into .*b_cache.*outside"):
+    with pytest.raises(
+        NotImplementedError,
+        match=r"'cached_\w+' writes into \['cache'\] \(.*test_externalize.py:\d+ in forward: "
+        r"self.cache.add_\(x\)\).*outside",
+    ):
         TorchConverter().add_exported_program(program, _externalized_exported_programs=externalized)
 
 
