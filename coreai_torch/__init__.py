@@ -13,6 +13,7 @@ The public API is that of Apple's ``coreai-torch`` package::
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from .__version__ import __version__
@@ -66,7 +67,6 @@ def __getattr__(name: str) -> Any:
 
         return generate_composite_decl
     if name == "composite_ops":
-        from . import composite_ops
-
-        return composite_ops
+        # import_module, not `from . import`: that would ask this function again.
+        return importlib.import_module(f"{__name__}.composite_ops")
     raise AttributeError(f"module 'coreai_torch' has no attribute {name!r}")

@@ -252,7 +252,7 @@ class TorchConverter:
 
     def add_pytorch_module(
         self,
-        module: torch.nn.Module,
+        model: torch.nn.Module,
         *,
         export_fn: Callable[[torch.nn.Module], ExportedProgram],
         externalize_modules: Sequence[Any] | None = None,
@@ -261,26 +261,26 @@ class TorchConverter:
         state_names: Sequence[str] | None = None,
         entrypoint_name: str = "main",
     ) -> TorchConverter:
-        """Export ``module`` with ``export_fn`` and stage the result. Returns ``self``.
+        """Export ``model`` with ``export_fn`` and stage the result. Returns ``self``.
 
         ``externalize_modules`` (classes or :class:`coreai_torch.ExternalizeSpec`)
-        names the submodules converted as graphs of their own: the module is
+        names the submodules converted as graphs of their own: the model is
         patched, exported with ``export_fn``, its submodules exported, and
         restored (``coreai_torch.externalize``), before this returns.
         """
         subprograms = None
         if externalize_modules:
-            _patch_model_for_externalization(module, list(externalize_modules))
+            _patch_model_for_externalization(model, list(externalize_modules))
         try:
-            program = export_fn(module)
+            program = export_fn(model)
         except Exception as exc:
-            _restore(module)
+            _restore(model)
             raise RuntimeError(
-                f"export_fn failed to export {type(module).__name__}: {exc}. The model must "
+                f"export_fn failed to export {type(model).__name__}: {exc}. The model must "
                 "export with torch.export before it can be converted."
             ) from exc
         if externalize_modules:
-            subprograms = _subexport_and_restore(module, program)
+            subprograms = _subexport_and_restore(model, program)
         return self.add_exported_program(
             program,
             input_names=input_names,

@@ -14,6 +14,7 @@ or expert (errors of 1e-2 and more) still fails.
 from __future__ import annotations
 
 import re
+import sys
 import warnings
 
 import pytest
@@ -364,12 +365,20 @@ def test_state_inside_an_externalized_graph_is_refused() -> None:
         TorchConverter().add_exported_program(program, _externalized_exported_programs=externalized)
 
 
-def test_apple_names_import_as_apples_users_import_them() -> None:
+def test_apple_names_import_as_apples_users_import_them(monkeypatch) -> None:
     from coreai_torch import generate_composite_decl
     from coreai_torch._composite_declaration import generate_composite_decl as declared
-    from coreai_torch.composite_ops import GatedDeltaUpdate
     from coreai_torch.externalize import ExternalizeSpec as Same
 
     assert Same is ExternalizeSpec and declared is generate_composite_decl
-    assert coreai_torch.composite_ops.GatedDeltaUpdate is GatedDeltaUpdate
     assert {"ExternalizeSpec", "_subexport_and_restore"} <= set(coreai_torch.__all__)
+    # `from coreai_torch import composite_ops` before anything imported it.
+    for name in [m for m in sys.modules if m.startswith("coreai_torch.composite_ops")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.delattr(coreai_torch, "composite_ops")
+    from coreai_torch import composite_ops
+
+    assert (
+        composite_ops.GatedDeltaUpdate.__module__
+        == "coreai_torch.composite_ops._gated_delta_update"
+    )
