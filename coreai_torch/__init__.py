@@ -13,6 +13,7 @@ The public API is that of Apple's ``coreai-torch`` package::
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from .__version__ import __version__
@@ -23,13 +24,17 @@ from .testing import Example, KernelReport, check_kernel
 
 __all__ = [
     "Example",
+    "ExternalizeSpec",
     "KernelReport",
     "MetalCompileError",
     "MetalParameter",
     "TorchConverter",
     "TorchMetalKernel",
     "__version__",
+    "_patch_model_for_externalization",
+    "_subexport_and_restore",
     "check_kernel",
+    "generate_composite_decl",
     "get_decomp_table",
     "get_execution_mode",
     "set_execution_mode",
@@ -53,21 +58,15 @@ def __getattr__(name: str) -> Any:
         from . import converter
 
         return getattr(converter, name)
-    if name in _NOT_YET:
-        raise AttributeError(
-            f"coreai_torch.{name} (Apple's externalized modules and composite ops) is not "
-            "supported by this package yet; see the README's comparison with Apple's package"
-        )
+    if name in ("ExternalizeSpec", "_patch_model_for_externalization", "_subexport_and_restore"):
+        from . import externalize
+
+        return getattr(externalize, name)
+    if name == "generate_composite_decl":
+        from ._composite_declaration import generate_composite_decl
+
+        return generate_composite_decl
+    if name == "composite_ops":
+        # import_module, not `from . import`: that would ask this function again.
+        return importlib.import_module(f"{__name__}.composite_ops")
     raise AttributeError(f"module 'coreai_torch' has no attribute {name!r}")
-
-
-# Public names of Apple's coreai-torch this package does not have yet.
-_NOT_YET = frozenset(
-    {
-        "ExternalizeSpec",
-        "_patch_model_for_externalization",
-        "_subexport_and_restore",
-        "generate_composite_decl",
-        "composite_ops",
-    }
-)

@@ -4,9 +4,16 @@ import doctest
 
 import pytest
 
+import coreai_torch._composite_declaration
+import coreai_torch.composite_ops._gated_delta_update
+import coreai_torch.composite_ops._gather_mm
+import coreai_torch.composite_ops._rms_norm
+import coreai_torch.composite_ops._rope
+import coreai_torch.composite_ops._sdpa
 import coreai_torch.contract
 import coreai_torch.converter.converter
 import coreai_torch.examples
+import coreai_torch.externalize
 import coreai_torch.kernel
 import coreai_torch.launches
 import coreai_torch.modes
@@ -17,9 +24,16 @@ import coreai_torch.user_files
 @pytest.mark.parametrize(
     "module",
     [
+        coreai_torch._composite_declaration,
+        coreai_torch.composite_ops._gated_delta_update,
+        coreai_torch.composite_ops._gather_mm,
+        coreai_torch.composite_ops._rms_norm,
+        coreai_torch.composite_ops._rope,
+        coreai_torch.composite_ops._sdpa,
         coreai_torch.contract,
         coreai_torch.converter.converter,
         coreai_torch.examples,
+        coreai_torch.externalize,
         coreai_torch.kernel,
         coreai_torch.launches,
         coreai_torch.modes,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import coreai.authoring
@@ -19,7 +19,8 @@ from coreai.authoring import AIProgram, Context, Module
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
-from . import constants, dtypes
+from ..externalize import _patch_model_for_externalization, _restore, _subexport_and_restore
+from . import constants, dtypes, externalized
 from .decomp import prepare
 from .folding import ConstantPool, fold_constants
 from .graph_lowering import (
@@ -51,6 +52,10 @@ class _Entry:
     entrypoint_name: str
     states: list[State]
     state_names: list[str]
+    # The programs of the externalized submodules it calls (deepest first).
+    subgraphs: list[_Entry] = field(default_factory=list)
+    # For such a program: what _subexport_and_restore returned for it.
+    externalized: Any = None
 
 
 class TorchConverter:
@@ -190,6 +195,11 @@ class TorchConverter:
         buffers first, then mutated inputs, in placeholder order; by default a
         state is named after its placeholder (``b_cache`` for a buffer
         ``cache``). Entry points that name the same state share it at run time.
+
+        ``_externalized_exported_programs`` takes what
+        :func:`coreai_torch._subexport_and_restore` returned for this program:
+        each externalized submodule call becomes a ``coreai.invoke`` of a graph
+        of its own (``converter/externalized.py``).
         """
         if not isinstance(exported_program, ExportedProgram):
             raise TypeError(
@@ -197,8 +207,9 @@ class TorchConverter:
                 f"{type(exported_program).__name__}"
             )
         check_entrypoint_name(entrypoint_name)
+        subprograms = []
         if _externalized_exported_programs is not None:
-            _refuse_externalization(entrypoint_name)
+            subprograms = externalized.checked(_externalized_exported_programs, entrypoint_name)
         if any(e.entrypoint_name == entrypoint_name for e in self._entries):
             raise ValueError(
                 f"an entry point named {entrypoint_name!r} is already staged; give each "
@@ -207,7 +218,24 @@ class TorchConverter:
         # Lowerings registered so far decide whether the program must be
         # decomposed; see decomp.prepare.
         user_lowerings = dict(self._user_lowerings)
-        program = prepare(exported_program, lambda target: is_lowerable(target, user_lowerings))
+        # An externalized call is lowered (an invoke), never decomposed.
+        user_lowerings.update({p.target: externalized.invocation({}) for p in subprograms})
+
+        def lowerable(target: Any) -> bool:
+            return is_lowerable(target, user_lowerings)
+
+        program = prepare(exported_program, lowerable)
+        subgraphs = [
+            _subgraph_entry(p, prepare(p.exported_program, lowerable)) for p in subprograms
+        ]
+        externalized.check_calls(
+            [(f"entry point {entrypoint_name!r}", program.graph)]
+            + [
+                (f"externalized submodule {e.entrypoint_name!r}", e.program.graph)
+                for e in subgraphs
+            ],
+            subprograms,
+        )
         states = find_states(program)
         self._entries.append(
             _Entry(
@@ -217,13 +245,14 @@ class TorchConverter:
                 entrypoint_name=entrypoint_name,
                 states=states,
                 state_names=resolve_state_names(states, state_names, entrypoint_name),
+                subgraphs=subgraphs,
             )
         )
         return self
 
     def add_pytorch_module(
         self,
-        module: torch.nn.Module,
+        model: torch.nn.Module,
         *,
         export_fn: Callable[[torch.nn.Module], ExportedProgram],
         externalize_modules: Sequence[Any] | None = None,
@@ -232,27 +261,33 @@ class TorchConverter:
         state_names: Sequence[str] | None = None,
         entrypoint_name: str = "main",
     ) -> TorchConverter:
-        """Export ``module`` with ``export_fn`` and stage the result. Returns ``self``.
+        """Export ``model`` with ``export_fn`` and stage the result. Returns ``self``.
 
-        ``externalize_modules`` (Apple's converter: submodules converted as
-        graphs of their own, composite ops) is not supported yet and raises
-        ``NotImplementedError``.
+        ``externalize_modules`` (classes or :class:`coreai_torch.ExternalizeSpec`)
+        names the submodules converted as graphs of their own: the model is
+        patched, exported with ``export_fn``, its submodules exported, and
+        restored (``coreai_torch.externalize``), before this returns.
         """
+        subprograms = None
         if externalize_modules:
-            _refuse_externalization(entrypoint_name)
+            _patch_model_for_externalization(model, list(externalize_modules))
         try:
-            program = export_fn(module)
+            program = export_fn(model)
         except Exception as exc:
+            _restore(model)
             raise RuntimeError(
-                f"export_fn failed to export {type(module).__name__}: {exc}. The model must "
+                f"export_fn failed to export {type(model).__name__}: {exc}. The model must "
                 "export with torch.export before it can be converted."
             ) from exc
+        if externalize_modules:
+            subprograms = _subexport_and_restore(model, program)
         return self.add_exported_program(
             program,
             input_names=input_names,
             output_names=output_names,
             state_names=state_names,
             entrypoint_name=entrypoint_name,
+            _externalized_exported_programs=subprograms,
         )
 
     def clear(self, *, entrypoints: Sequence[str] | None = None) -> None:
@@ -285,12 +320,19 @@ class TorchConverter:
                 "no program to convert: add one with add_exported_program() or "
                 "add_pytorch_module() first"
             )
+        # The graph of each externalized call, by (op, node name), as emitted.
+        invoked: dict[tuple[str, str], Any] = {}
+        invoke = externalized.invocation(invoked)
         lowerer = GraphLowerer(
-            dict(self._user_lowerings),
+            {
+                **self._user_lowerings,
+                **{s.externalized.target: invoke for e in entries for s in e.subgraphs},
+            },
             {name: kernel_lowering(kernel) for name, kernel in self._kernels.items()},
         )
         for entry in entries:
-            lowerer.check(entry.program.graph_module)
+            for program in (*(s.program for s in entry.subgraphs), entry.program):
+                lowerer.check(program.graph_module)
         # Ops built outside a node's lowering (the graph op, the input sizes'
         # computations) have no line of the user's: their location is unknown.
         # Under a location, Module.create takes it rather than walking the
@@ -305,6 +347,8 @@ class TorchConverter:
                 # every entry point was built.
                 with InsertionPoint(module._mlir_module.body):
                     for entry in entries:
+                        for sub in entry.subgraphs:
+                            _emit_subgraph(sub, lowerer, invoked)
                         _emit_entry(entry, lowerer)
             finally:
                 constants.forget()
@@ -334,13 +378,29 @@ def check_entrypoint_name(name: object) -> str:
     return name
 
 
-def _refuse_externalization(entrypoint_name: str) -> None:
-    raise NotImplementedError(
-        f"entry point {entrypoint_name!r}: externalized modules and composite ops "
-        "(externalize_modules, _externalized_exported_programs) are not supported by "
-        "coreai_torch's converter yet; convert the model without them (their ops are "
-        "lowered inline), or with Apple's coreai-torch in an environment of its own"
+def _subgraph_entry(subprogram: Any, program: ExportedProgram) -> _Entry:
+    """The entry of an externalized submodule's program: a graph with no state."""
+    externalized.refuse_state(subprogram.name, program, find_states(program))
+    return _Entry(
+        program=program,
+        input_names=None,
+        output_names=None,
+        entrypoint_name=subprogram.name,
+        states=[],
+        state_names=[],
+        externalized=subprogram,
     )
+
+
+def _emit_subgraph(entry: _Entry, lowerer: GraphLowerer, invoked: dict[Any, Any]) -> None:
+    """Emit an externalized program's graph, once per conversion, and note its calls."""
+    subprogram = entry.externalized
+    calls = [(subprogram.target, name) for name in subprogram.source_nodes]
+    if all(call in invoked for call in calls):
+        return  # the same program staged with two entry points
+    context = Location.current.context
+    graph = _emit_entry(entry, lowerer, externalized.graph_attributes(subprogram, context))
+    invoked.update(dict.fromkeys(calls, graph))
 
 
 def _rewrite(module: MLIRModule) -> None:
@@ -384,7 +444,10 @@ def _diagnostics(error: MLIRError) -> str:
     return "\n".join(lines) or f"  {error}"
 
 
-def _emit_entry(entry: _Entry, lowerer: GraphLowerer) -> None:
+def _emit_entry(
+    entry: _Entry, lowerer: GraphLowerer, attributes: dict[str, Any] | None = None
+) -> Any:
+    """Emit the graph of ``entry`` (``attributes``: more ``coreai.GraphOp`` keywords)."""
     program = entry.program
     graph_module = program.graph_module
     signature = program.graph_signature
@@ -422,6 +485,7 @@ def _emit_entry(entry: _Entry, lowerer: GraphLowerer) -> None:
         result_types=[],
         input_names=argument_names,
         loc=Location.unknown(),
+        **(attributes or {}),
     )
     symbols = SymbolTable()
     ctx = LoweringContext(symbols, graph_module)
@@ -479,6 +543,7 @@ def _emit_entry(entry: _Entry, lowerer: GraphLowerer) -> None:
         ]
     if state_of:
         _mark_states(graph, arguments, state_of)
+    return graph
 
 
 def _mark_states(graph: Any, arguments: list[fx.Node], state_of: dict[fx.Node, str]) -> None:

@@ -324,21 +324,3 @@ def test_register_torch_lowering_takes_apples_parameter_names() -> None:
     program = torch.export.export(Lambda(torch.ops.converter_api_test.mystery), (x,))
     out = run_program(converter.add_exported_program(program).to_coreai(), {"args_0": x})
     torch.testing.assert_close(out["mystery"], 2 * x, rtol=0, atol=0)
-
-
-def test_externalization_is_refused_with_what_to_do() -> None:
-    import coreai_torch
-
-    class Double(nn.Module):
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return x * 2
-
-    program = torch.export.export(Double(), (torch.ones(3),))
-    with pytest.raises(NotImplementedError, match="externalized modules and composite ops"):
-        TorchConverter().add_exported_program(program, _externalized_exported_programs=[])
-    with pytest.raises(NotImplementedError, match="externalized modules"):
-        TorchConverter().add_pytorch_module(
-            Double(), export_fn=lambda m: program, externalize_modules=[nn.Linear]
-        )
-    with pytest.raises(AttributeError, match="not supported by this package yet"):
-        _ = coreai_torch.ExternalizeSpec
