@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import inspect
 import shutil
 import subprocess
@@ -311,6 +312,37 @@ def test_call_value_errors(add, kw, message):
     args = {**CALL, "result_shapes": [[4]], **kw}
     with pytest.raises(ValueError, match=message):
         add(torch.ones(4), torch.ones(4), **args)
+
+
+Dims = collections.namedtuple("Dims", "x y z")  # a tuple subclass
+
+
+@pytest.mark.parametrize(
+    "launch",
+    [
+        # Tuples and lists are read in place; any other sequence through the
+        # sequence protocol. All launch the same way.
+        {"threads_per_grid": [4, 1, 1], "threads_per_thread_group": [4, 1, 1]},
+        {"threads_per_grid": torch.Size([4, 1, 1]), "threads_per_thread_group": Dims(4, 1, 1)},
+        {**CALL, "result_shapes": (torch.Size([4]),)},
+        {**CALL, "result_shapes": [range(4, 5)]},
+    ],
+    ids=["lists", "size_and_named_tuple", "tuple_of_sizes", "range_shape"],
+)
+def test_launch_sizes_as_any_sequence(add, launch):
+    x, y = torch.arange(4.0), torch.full((4,), 0.5)
+    out = add(x, y, **{"result_shapes": [[4]], **launch})
+    torch.testing.assert_close(out, torch.tensor([0.5, 1.5, 2.5, 3.5]), rtol=0, atol=0)
+
+
+def test_a_sequence_of_the_wrong_length_is_shown_as_a_tuple(add):
+    with pytest.raises(ValueError, match=r"must be a 3-tuple, got 2 elements: range\(0, 2\)"):
+        add(
+            torch.ones(4),
+            torch.ones(4),
+            **{**CALL, "threads_per_grid": range(2)},
+            result_shapes=[[4]],
+        )
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.complex64, torch.float8_e4m3fn])
