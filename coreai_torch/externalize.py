@@ -44,7 +44,7 @@ import inspect
 import re
 import uuid
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -298,19 +298,19 @@ def _call_sites(mark: _Mark, programs: dict[str, list[ExportedProgram]]) -> list
     for depth in range(len(parts) - 1, -1, -1):
         ancestor = ".".join(parts[:depth])
         for program in programs.get(ancestor, []):
-            found = [n for n in program.graph.nodes if _calls(n, mark.op_name)]
+            qualified = f"{NAMESPACE}::{mark.op_name}"
+            found = [n for n in program.graph.nodes if externalized_op(n) == qualified]
             if found:
                 return found
     return []
 
 
-def _calls(node: fx.Node, op_name: str) -> bool:
+def externalized_op(node: fx.Node) -> str | None:
+    """The patched forward's op a node calls (``coreai_torch_ext::<op>``), or ``None``."""
     target = node.target
-    return (
-        node.op == "call_function"
-        and getattr(target, "namespace", None) == NAMESPACE
-        and target.name().split("::", 1)[1].split(".", 1)[0] == op_name
-    )
+    if node.op != "call_function" or getattr(target, "namespace", None) != NAMESPACE:
+        return None
+    return target.name().split(".", 1)[0]  # without the overload
 
 
 def _export_call(module: torch.nn.Module, mark: _Mark, node: fx.Node) -> ExportedProgram:
@@ -405,8 +405,3 @@ def _io_names(program: ExportedProgram) -> tuple[list[str], list[str]]:
     )
     outputs = ["output"] if count == 1 else [f"output_{i}" for i in range(count)]
     return inputs, outputs
-
-
-def externalized_targets(programs: Sequence[_ExternalizedExportedProgram]) -> set[str]:
-    """The custom ops ``programs`` stand for (``coreai_torch_ext::<op>``)."""
-    return {p.target for p in programs}

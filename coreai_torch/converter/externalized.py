@@ -20,7 +20,7 @@ from coreai._compiler.ir import Attribute, Location
 from torch.export import ExportedProgram
 
 from .._composite_declaration import generate_composite_decl
-from ..externalize import NAMESPACE, _ExternalizedExportedProgram
+from ..externalize import _ExternalizedExportedProgram, externalized_op
 from .errors import source_line
 from .mutation import mutates_input
 from .state import State
@@ -42,14 +42,6 @@ def checked(programs: Sequence[Any], entrypoint: str) -> list[_ExternalizedExpor
     return sorted(programs, key=lambda p: p.name.count("."), reverse=True)
 
 
-def op_name(node: fx.Node) -> str | None:
-    """The externalized op a node calls (``coreai_torch_ext::<op>``), or ``None``."""
-    target = node.target
-    if node.op != "call_function" or getattr(target, "namespace", None) != NAMESPACE:
-        return None
-    return target.name().split(".", 1)[0]
-
-
 def check_calls(graphs: Sequence[tuple[str, fx.Graph]], subgraphs: Sequence[Any]) -> None:
     """Every externalized call in ``graphs`` has its program in ``subgraphs``.
 
@@ -58,7 +50,7 @@ def check_calls(graphs: Sequence[tuple[str, fx.Graph]], subgraphs: Sequence[Any]
     known = {(p.target, name) for p in subgraphs for name in p.source_nodes}
     for what, graph in graphs:
         for node in graph.nodes:
-            name = op_name(node)
+            name = externalized_op(node)
             if name is not None and (name, node.name) not in known:
                 where = source_line(node) or "no source line recorded"
                 raise ValueError(
@@ -114,7 +106,7 @@ def invocation(graphs: dict[tuple[str, str], Any]) -> Any:
     """
 
     def lower(values: dict[str, Any], node: fx.Node, loc: Location) -> list[Any]:
-        graph = graphs[(op_name(node), node.name)]
+        graph = graphs[(externalized_op(node), node.name)]
         operands = [values[a.name] for a in node.args if isinstance(a, fx.Node)]
         found = coreai.invoke(list(graph.type.results), graph.symbol_name, operands, loc=loc)
         return found if len(found) != 1 else found[0]
