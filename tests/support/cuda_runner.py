@@ -9,12 +9,14 @@ needs nothing beyond the NVIDIA driver.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import sys
-import time
+import tempfile
+from pathlib import Path
 
 CU_LIMIT_STACK_SIZE = 0
 CU_LIMIT_PRINTF_FIFO_SIZE = 1
-CUDA_ERROR_OUT_OF_MEMORY = 2
+LOCK_FILE = Path(tempfile.gettempdir()) / "coreai_torch_cuda_runner.lock"
 
 
 def main(path: str) -> None:
@@ -32,16 +34,7 @@ def main(path: str) -> None:
     check(cuda.cuCtxSetCurrent(context), "cuCtxSetCurrent")
     # Check programs print thousands of lines and keep arrays on the stack.
     check(cuda.cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, ctypes.c_size_t(64 << 20)), "printf")
-    # The driver reserves the stack for every thread the GPU can hold at once
-    # (64 KiB x 2048 x 132 SMs = 17 GiB on an H100), so a few runners in
-    # parallel (pytest-xdist) can fill the GPU's memory: a runner that finds
-    # it full waits for the others to finish, for up to two minutes.
-    deadline = time.monotonic() + 120
-    while (
-        result := cuda.cuCtxSetLimit(CU_LIMIT_STACK_SIZE, ctypes.c_size_t(64 << 10))
-    ) == CUDA_ERROR_OUT_OF_MEMORY and time.monotonic() < deadline:
-        time.sleep(0.2)
-    check(result, "stack")
+    check(cuda.cuCtxSetLimit(CU_LIMIT_STACK_SIZE, ctypes.c_size_t(64 << 10)), "stack")
     with open(path, "rb") as f:
         image = f.read() + b"\0"
     module = ctypes.c_void_p()
@@ -53,4 +46,11 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    # The driver reserves each thread's stack for every thread the GPU can hold
+    # at once (64 KiB x 2048 x 132 SMs = 17 GiB on an H100) and loading a
+    # module can reserve more, so a few runners at once (pytest-xdist) fill the
+    # GPU's memory. They take the GPU one at a time; each runs for well under
+    # a second, and the compiles before them still run in parallel.
+    with open(LOCK_FILE, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        main(sys.argv[1])
