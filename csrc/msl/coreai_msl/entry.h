@@ -6,7 +6,6 @@
 
 #include <cstdint>
 #include <cstring>
-#include <tuple>
 #include <type_traits>
 
 #include "cpu_abi.h"
@@ -15,12 +14,13 @@
 
 namespace coreai {
 
-// Type of parameter I of a kernel function.
+// Type of parameter I of a kernel function (clang's pack indexing builtin:
+// <tuple> would add a tenth to every compile without the precompiled prelude).
 template <class F, std::size_t I>
 struct param;
 template <class... P, std::size_t I>
 struct param<void (*)(P...), I> {
-  using type = std::tuple_element_t<I, std::tuple<P...>>;
+  using type = __type_pack_element<I, P...>;
 };
 template <class F, std::size_t I>
 using param_t = typename param<F, I>::type;

@@ -8,7 +8,7 @@
 // bounds of both.
 #pragma once
 
-#include <cmath>
+#include "std_math.h"
 #include <limits>
 
 #include "elementwise.h"

@@ -2,7 +2,7 @@
 // products of half and bfloat components accumulate in float and round once.
 #pragma once
 
-#include <cmath>
+#include "std_math.h"
 
 #include "elementwise.h"
 

@@ -1,7 +1,7 @@
 // metal::numeric_limits and the math constants of <metal_math>.
 #pragma once
 
-#include <cmath>
+#include "std_math.h"
 #include <limits>
 
 #include "scalar.h"
@@ -91,8 +91,21 @@ struct numeric_limits<bfloat> {
 
 }  // namespace metal
 
-// Constants of <metal_math>. INFINITY and NAN come from <cmath>; MAXFLOAT and
-// HUGE_VALF may too (glibc defines them), with the same values.
+// Constants of <metal_math>. On the CPU <cmath> (glibc's <math.h>) defines
+// INFINITY, NAN, MAXFLOAT, HUGE_VALF, FP_ILOGB0 and FP_ILOGBNAN; the GPU's
+// prelude does without it (nvptx_math.h), so the same values are defined here.
+#ifndef INFINITY
+#define INFINITY __builtin_inff()
+#endif
+#ifndef NAN
+#define NAN __builtin_nanf("")
+#endif
+#ifndef FP_ILOGB0
+#define FP_ILOGB0 (-2147483647 - 1)
+#endif
+#ifndef FP_ILOGBNAN
+#define FP_ILOGBNAN (-2147483647 - 1)
+#endif
 #ifndef MAXFLOAT
 #define MAXFLOAT 0x1.fffffep+127f
 #endif

@@ -1,27 +1,29 @@
-// The C math functions on NVIDIA GPUs: device overloads that call libdevice
-// (the __nv_* functions clang links from libdevice.10.bc).
+// The C++ math functions on NVIDIA GPUs, in place of <cmath>: the headers
+// call std::exp, std::fmin, std::isnan ... (std_math.h includes this file
+// instead of <cmath> for the GPU).
 //
-// float_math.h and its neighbours call std::exp, std::sin, std::fmod ...
-// libstdc++ defines the float versions as constexpr wrappers of compiler
-// builtins, which clang treats as host+device, and the NVPTX backend cannot
-// lower most of those builtins (it would emit calls to expf, sinf ... that no
-// GPU library defines). A __device__ overload with the same signature that is
-// visible before <cmath> keeps libstdc++'s version host-only (clang's rule for
-// constexpr functions in CUDA), and <cmath>'s `using ::exp;` brings these
-// global overloads into namespace std. So this header must be included before
-// any standard header, which the prelude (coreai_msl.h) does, and it includes
-// <cmath> itself, outside the prelude's host+device region (glibc's math
-// functions must stay host functions, or they would clash with these).
+// Transcendental functions call libdevice (the __nv_* functions clang links
+// from libdevice.10.bc): libstdc++'s float versions are constexpr wrappers of
+// compiler builtins, which the NVPTX backend cannot lower (it would emit calls
+// to expf, sinf ... that no GPU library defines). fmod is among them: NVPTX
+// expands frem as x - y * trunc(x / y), which is inexact.
 //
-// Functions the backend lowers to exact instructions by itself (fabs, floor,
-// ceil, trunc, round, rint, fmin, fmax, copysign, fma, sqrt with IEEE
-// rounding, the classification functions) are left to libstdc++. fmod is not
-// among them: NVPTX expands frem as x - y * trunc(x / y), which is inexact.
+// Functions the backend lowers to exact instructions (fabs, floor, ceil,
+// trunc, round, nearbyint, fmin, fmax, copysign, fma, sqrt with IEEE rounding,
+// the classification functions) are the same compiler builtins libstdc++'s
+// versions call, so the PTX is the one <cmath> gave.
+//
+// Why not <cmath>: with glibc's <math.h> and the part of libstdc++ it pulls in
+// it was half of the prelude's parse, which every kernel compiled without the
+// precompiled prelude pays (the first kernel of an empty cache among them).
+// The macros of <math.h> that Metal also has (INFINITY, NAN, FP_ILOGB0,
+// FP_ILOGBNAN) are defined in numeric_limits.h.
 //
 // Precision: libdevice's default functions are its accurate ones (within the
 // error bounds of Metal's precise math). With COREAI_MSL_FAST_MATH defined
 // (the kernel's fast-math option) the functions that libdevice has in a fast,
 // approximate form (exp, log, sin, cos, tan, pow ...) use that form.
+
 #pragma once
 
 #if !defined(__CUDA__) || !defined(__NVPTX__)
@@ -79,17 +81,55 @@ COREAI_NV_DEVICE double frexp(double x, int* e) { return __nv_frexp(x, e); }
 COREAI_NV_DEVICE int ilogb(float x) { return __nv_ilogbf(x); }
 COREAI_NV_DEVICE int ilogb(double x) { return __nv_ilogb(x); }
 
+// What the backend lowers by itself, through the builtins libstdc++ uses.
+#define COREAI_NV_BUILTIN_UNARY(name)                                                        \
+  COREAI_NV_DEVICE constexpr float name(float x) { return __builtin_##name##f(x); }       \
+  COREAI_NV_DEVICE constexpr double name(double x) { return __builtin_##name(x); }
+#define COREAI_NV_BUILTIN_BINARY(name)                                                       \
+  COREAI_NV_DEVICE constexpr float name(float x, float y) { return __builtin_##name##f(x, y); } \
+  COREAI_NV_DEVICE constexpr double name(double x, double y) { return __builtin_##name(x, y); }
+#define COREAI_NV_CLASSIFY(name)                                                             \
+  COREAI_NV_DEVICE constexpr bool name(float x) { return __builtin_##name(x); }           \
+  COREAI_NV_DEVICE constexpr bool name(double x) { return __builtin_##name(x); }
+
+COREAI_NV_BUILTIN_UNARY(fabs)
+COREAI_NV_BUILTIN_UNARY(floor)
+COREAI_NV_BUILTIN_UNARY(ceil)
+COREAI_NV_BUILTIN_UNARY(trunc)
+COREAI_NV_BUILTIN_UNARY(round)
+COREAI_NV_BUILTIN_UNARY(nearbyint)
+COREAI_NV_BUILTIN_UNARY(sqrt)
+COREAI_NV_BUILTIN_BINARY(fmin)
+COREAI_NV_BUILTIN_BINARY(fmax)
+COREAI_NV_BUILTIN_BINARY(copysign)
+COREAI_NV_DEVICE constexpr float fma(float x, float y, float z) { return __builtin_fmaf(x, y, z); }
+COREAI_NV_DEVICE constexpr double fma(double x, double y, double z) { return __builtin_fma(x, y, z); }
+COREAI_NV_CLASSIFY(isnan)
+COREAI_NV_CLASSIFY(isinf)
+COREAI_NV_CLASSIFY(isfinite)
+COREAI_NV_CLASSIFY(signbit)
+
+#undef COREAI_NV_BUILTIN_UNARY
+#undef COREAI_NV_BUILTIN_BINARY
+#undef COREAI_NV_CLASSIFY
 #undef COREAI_NV_UNARY
 #undef COREAI_NV_BINARY
 #undef COREAI_NV_FAST_OR_ACCURATE
 #undef COREAI_NV_DEVICE
 
-#include <cmath>
-// What <cmath> would bring in through the special functions' header, which
-// the prelude keeps out (coreai_msl.h). These must be parsed here, outside the
-// host+device region: <type_traits> has variadic helpers, and through
-// <bits/stl_algobase.h> libstdc++ 13 includes <new>, whose operators must stay
-// host functions.
-#include <bits/stl_algobase.h>
+// Standard headers parsed here, outside the prelude's host+device region
+// (coreai_msl.h): <type_traits> has variadic helpers that must stay host
+// functions, and so must <new>'s operators, which libstdc++ 13 reaches
+// through <bits/stl_algobase.h> from standard headers the prelude may include
+// later; clang's wrapper of <new> calls ::malloc, hence <cstdlib> first.
+#include <cstdlib>
+#include <new>
 #include <limits>
 #include <type_traits>
+
+namespace std {
+using ::acos, ::acosh, ::asin, ::asinh, ::atan, ::atan2, ::atanh, ::ceil, ::copysign, ::cos,
+    ::cosh, ::exp, ::exp2, ::fabs, ::fdim, ::floor, ::fma, ::fmax, ::fmin, ::fmod, ::frexp,
+    ::ilogb, ::isfinite, ::isinf, ::isnan, ::ldexp, ::log, ::log10, ::log2, ::nearbyint, ::pow,
+    ::round, ::signbit, ::sin, ::sinh, ::sqrt, ::tan, ::tanh, ::trunc;
+}  // namespace std

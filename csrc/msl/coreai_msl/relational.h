@@ -3,7 +3,7 @@
 // that clang's vector comparisons produce (see vector.h).
 #pragma once
 
-#include <cmath>
+#include "std_math.h"
 
 #include "elementwise.h"
 

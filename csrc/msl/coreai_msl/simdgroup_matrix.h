@@ -44,7 +44,7 @@
 #ifndef COREAI_MSL_SIMDGROUP_MATRIX_H
 #define COREAI_MSL_SIMDGROUP_MATRIX_H
 
-#include <cmath>
+#include "std_math.h"
 #include <type_traits>
 
 #include "address_space.h"
