@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -400,6 +401,7 @@ class Emitter {
     SimdBarrier,  // simdgroup_barrier(...)
     Matrix,       // a simdgroup matrix statement, once per SIMD-group
     Structural,   // control flow around synchronisation
+    Interchange,  // a loop of uniform trip count: once, with the loops over threads inside
   };
 
   bool whole_call(const Statement& st, Sync sync) const {
@@ -507,7 +509,102 @@ class Emitter {
       return Kind::Run;
     }
     if (simd ? a_.has_simd(st) : a_.has_barrier(st)) return Kind::Structural;
+    if (interchangeable(st, simd)) return Kind::Interchange;
     return Kind::Run;
+  }
+
+  // The trip count of `for (T i = a; i < b; ++i)` (or <=, i++, i += 1) with
+  // integer literals a and b; -1 for any other loop.
+  long constant_trip_count(const Statement& st) const {
+    if (st.kind != StatementKind::For || st.range_for) return -1;
+    auto squeezed = [&](TokenRange r) {
+      std::string out;
+      for (char c : token_text(r)) {
+        if (!std::isspace(static_cast<unsigned char>(c))) out += c;
+      }
+      return out;
+    };
+    auto integer = [](std::string_view w, long& value) {
+      while (!w.empty() && std::strchr("uUlL", w.back()) != nullptr) w.remove_suffix(1);
+      if (w.empty() || w.size() > 9 ||
+          !std::all_of(w.begin(), w.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        return false;
+      }
+      value = std::strtol(std::string(w).c_str(), nullptr, 10);
+      return true;
+    };
+    const TokenRange init = st.head[0];
+    if (init.second < init.first + 3 || !token_is(s_, t_, init.second - 2, "=")) return -1;
+    const std::string name(text(s_, t_[init.second - 3]));
+    long first = 0, bound = 0;
+    if (!integer(text(s_, t_[init.second - 1]), first)) return -1;
+    const std::string step = squeezed(st.head[2]);
+    if (step != name + "++" && step != "++" + name && step != name + "+=1") return -1;
+    const std::string cond = squeezed(st.head[1]);
+    if (cond.starts_with(name + "<=") && integer(cond.substr(name.size() + 2), bound)) {
+      return std::max(bound - first + 1, 0L);
+    }
+    if (cond.starts_with(name + "<") && integer(cond.substr(name.size() + 1), bound)) {
+      return std::max(bound - first, 0L);
+    }
+    return -1;
+  }
+
+  // Whether a loop of a thread's code, directly in a region's list, can run
+  // its header once for the threadgroup (or SIMD-group) with the loop over
+  // threads inside: `for (i ...) for (t ...) body` for `for (t ...) for (i
+  // ...) body`, so that the body's loop over threads can vectorize. Each
+  // thread still runs its statements in order; only the interleaving of
+  // threads, which Metal leaves unordered between barriers, changes. Needs a
+  // header that is the same for all threads and changes only its own
+  // variables, and a body without synchronisation, return, or break or
+  // continue of this loop. A loop of a small constant trip count stays a
+  // thread's (the compiler unrolls it).
+  bool interchangeable(const Statement& st, bool simd) const {
+    if (st.kind != StatementKind::For || st.range_for || st.body.empty()) return false;
+    if (a_.placement(st) == Placement::Lane || st.head[1].first >= st.head[1].second) {
+      return false;
+    }
+    if (a_.has_barrier(st) || a_.has_simd(st) || mentions_matrix(st) || has_return(st) ||
+        jumps_out(st.body[0])) {
+      return false;
+    }
+    const Uniformity needed = simd ? Uniformity::Simd : Uniformity::Group;
+    for (size_t h = 0; h < 3; ++h) {
+      const TokenRange r = st.head[h];
+      if (r.first >= r.second) continue;
+      if (a_.uniformity(r) < needed || (h == 1 && !a_.pure(r))) return false;
+      for (size_t k = r.first; k < r.second; ++k) {
+        if (a_.names[k].kind != Name::Kind::Variable) continue;
+        const int v = a_.names[k].index;
+        const bool own = var(v).statement == &st && var(v).for_header;
+        if (own && var(v).token == k && !a_.single_copy(v, needed)) return false;
+        for (const group_form::Site& site : var(v).sites) {
+          if (site.token == k && (!own || !a_.single_copy(v, needed) || !a_.pure(site.value))) {
+            return false;
+          }
+        }
+      }
+    }
+    const long trips = constant_trip_count(st);
+    return trips < 0 || trips > kUnrolledTrips;
+  }
+
+  // Loops of at most this many iterations, constant, are unrolled whole
+  // inside an interchanged loop: the vectorized body is then one block.
+  static constexpr long kUnrolledTrips = 16;
+
+  void unroll_small_loops(const Statement& st) {
+    for (const Statement& b : st.body) {
+      const long trips = constant_trip_count(b);
+      const size_t start = statement_start(b.first);
+      const bool hinted =
+          s_.substr(start, t_[b.first].begin - start).find("#pragma") != std::string_view::npos;
+      if (trips > 0 && trips <= kUnrolledTrips && !hinted && edits_.find(b.first) == edits_.end()) {
+        edits_[b.first] = {b.first + 1, "_Pragma(\"clang loop unroll(full)\") for"};
+      }
+      unroll_small_loops(b);
+    }
   }
 
   // ---- storage decisions ------------------------------------------------------------
@@ -698,6 +795,7 @@ class Emitter {
   bool simd_region(const Statement* list, size_t count, size_t after);
   bool simd_list(const Statement* list, size_t count, size_t after, size_t region_end);
   bool structural(const Statement& st, bool simd);
+  bool interchange(const Statement& st, bool simd);
   bool terminal_if(const Statement& st);
   bool simd_value(const Statement& st, std::vector<Piece>& before, std::vector<Piece>& after);
   bool matrix_statement(const Statement& st);
@@ -740,9 +838,11 @@ class Emitter {
   std::string out_;
   std::string failure_;
   std::string simd_end_;  // label at the end of the running SIMD-group's body
+  std::string computes_;  // SIMD-group functions' results, computed after the loop before them
   bool in_simd_ = false;
   bool kills_ = false;    // a thread may stop early (return, or the terminal if)
-  int labels_ = 0, loops_ = 0, exchanges_ = 0, regions_ = 0, simd_regions_ = 0, matrices_ = 0;
+  int labels_ = 0, loops_ = 0, exchanges_ = 0, regions_ = 0, simd_regions_ = 0, matrices_ = 0,
+      interchanged_ = 0;
 };
 
 // ---- group level -------------------------------------------------------------------
@@ -796,6 +896,12 @@ bool Emitter::group_region(const Statement* list, size_t count, size_t after) {
     if (kind == Kind::Assign) {
       loop_over_threads(pieces, segment_first);
       out_ += placed(st.first, st.last);
+      segment_first = end_of(list, count, i, after);
+      continue;
+    }
+    if (kind == Kind::Interchange) {
+      loop_over_threads(pieces, segment_first);
+      if (!interchange(st, false)) return false;
       segment_first = end_of(list, count, i, after);
       continue;
     }
@@ -921,6 +1027,17 @@ bool Emitter::structural(const Statement& st, bool simd) {
       return fail(st.first, std::string("a ") + (simd ? "SIMD-group operation" : "barrier") +
                                 " inside a statement the group-loop form does not follow");
   }
+}
+
+// A loop of uniform trip count (interchangeable): its header once, as around
+// a synchronisation, and its body one region of the loops over threads.
+bool Emitter::interchange(const Statement& st, bool simd) {
+  ++interchanged_;
+  unroll_small_loops(st);
+  const int regions = regions_;
+  const bool ok = structural(st, simd);
+  regions_ = regions;  // the body's loop is part of the region around it
+  return ok;
 }
 
 // `if (c) { ... barriers ... }` as the kernel's last statement, c varying:
@@ -1074,6 +1191,8 @@ bool Emitter::simd_list(const Statement* list, size_t count, size_t after, size_
         std::vector<Piece> rest;
         if (!simd_value(st, pieces, rest)) return false;
         loop_over_threads(pieces, segment_first);
+        out_ += computes_;
+        computes_.clear();
         pieces = std::move(rest);
         segment_first = st.first;
         continue;
@@ -1090,6 +1209,11 @@ bool Emitter::simd_list(const Statement* list, size_t count, size_t after, size_
       case Kind::Matrix:
         loop_over_threads(pieces, segment_first);
         if (!matrix_statement(st)) return false;
+        segment_first = next;
+        continue;
+      case Kind::Interchange:
+        loop_over_threads(pieces, segment_first);
+        if (!interchange(st, true)) return false;
         segment_first = next;
         continue;
       case Kind::Structural:
@@ -1177,8 +1301,15 @@ bool Emitter::simd_value(const Statement& st, std::vector<Piece>& before,
     // The qualifier of `metal::simd_sum(...)` goes with the call.
     size_t first = c.name;
     while (first >= 2 && token_is(s_, t_, first - 1, "::")) first -= 2;
-    edits_[first] = {c.close + 1, x + ".result(coreai_lane, coreai_f.active(coreai_sg), " + how +
+    edits_[first] = {c.close + 1, x + ".result(coreai_lane, " + how +
                                      ", ::coreai::group::types<" + types + ">{})"};
+    // Between the loops: the argument types spelled outside the loops over lanes.
+    std::string outside;
+    for (const TokenRange& r : c.args) {
+      outside += std::string(outside.empty() ? "" : ", ") + "decltype((" + typing_text(r) + "))";
+    }
+    computes_ += line_marker(t_[c.name].begin) + x + ".compute(coreai_f.active(coreai_sg), " +
+                 how + ", ::coreai::group::types<" + outside + ">{});";
   }
   after.push_back({&st, {}});
   return true;
@@ -1306,8 +1437,9 @@ bool Emitter::emit(std::string& rendering, std::string& summary) {
             " regions between barriers, " + std::to_string(simd_regions_) +
             " regions over SIMD-groups, " + std::to_string(exchanges_) +
             " SIMD-group functions on the lanes' values, " + std::to_string(matrices_) +
-            " simdgroup matrix statements, " + std::to_string(slots) +
-            " values kept per thread across regions";
+            " simdgroup matrix statements, " + std::to_string(interchanged_) +
+            " loops of a uniform trip count with the threads innermost, " +
+            std::to_string(slots) + " values kept per thread across regions";
   return true;
 }
 

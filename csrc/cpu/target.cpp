@@ -115,6 +115,16 @@ const std::vector<std::string>& fiber_mode_flags() {
   return flags;
 }
 
+// In addition, for a kernel in the group-loop form. A loop over threads whose
+// body stores in both branches of an if (MLX's `if (offset + 4 <= dim) {...}
+// else {...}` around its stores) vectorizes only if the stores stay in their
+// branches, where the vectorizer masks them; sunk into one store after the
+// if, behind a phi, they keep the loop scalar.
+const std::vector<std::string>& group_loop_flags() {
+  static const std::vector<std::string> flags{"-mllvm", "-simplifycfg-sink-common=false"};
+  return flags;
+}
+
 // In addition, for a kernel in debug mode (option bit 0).
 const std::vector<std::string>& debug_flags() {
   static const std::vector<std::string> flags{
@@ -350,8 +360,7 @@ std::shared_ptr<const KernelLibrary> build_as(const KernelRecord& record, const 
               " is on a file system mounted noexec, from which compiled kernels cannot be loaded. "
               "Set COREAI_TORCH_CACHE_DIR to a directory on a file system that allows "
               "executables (for example under your home directory).");
-  std::vector<std::string> flags = kernel_flags();
-  flags.insert(flags.end(), instruction_set_flags().begin(), instruction_set_flags().end());
+  std::vector<std::string> flags = kernel_compile_flags();
   jit::CompileRequest r = jit::kernel_request(
       record.name, record.entry, kBackend, ".so", ".cpp",
       jit::find_compiler(record.name, kBackend, cache), std::move(flags), record.source);
@@ -360,6 +369,10 @@ std::shared_ptr<const KernelLibrary> build_as(const KernelRecord& record, const 
                             fiber_mode_flags().end());
   } else {
     r.language_flags.push_back("-DCOREAI_CPU_FIBER_MODE=0");
+  }
+  if (form.form == ExecutionForm::GroupLoops) {
+    r.language_flags.insert(r.language_flags.end(), group_loop_flags().begin(),
+                            group_loop_flags().end());
   }
   if ((record.options & kOptionDebug) != 0) {
     r.language_flags.insert(r.language_flags.end(), debug_flags().begin(), debug_flags().end());
@@ -446,6 +459,12 @@ std::string translation_unit(const KernelRecord& record, const FormChoice& form)
   tu += "#line 1 \"coreai_entry_shim\"\n";
   tu += entry_shim(record, form.form);
   return tu;
+}
+
+std::vector<std::string> kernel_compile_flags() {
+  std::vector<std::string> flags = kernel_flags();
+  flags.insert(flags.end(), instruction_set_flags().begin(), instruction_set_flags().end());
+  return flags;
 }
 
 std::string translation_unit(const KernelRecord& record) {

@@ -42,6 +42,10 @@ struct KernelLibrary {
 // about the source, a full disk) is thrown as is and retried on the next call.
 const KernelLibrary& kernel_library(const KernelRecord& record);
 
+// The flags every kernel is compiled with on this machine (its instruction
+// set included), before those of its execution form.
+std::vector<std::string> kernel_compile_flags();
+
 // The path of the library loaded for `record`; empty before its first launch.
 std::string loaded_library_path(const KernelRecord& record);
 

@@ -93,6 +93,8 @@ PYBIND11_MODULE(_C, m) {
             .program;
       },
       "The C++ compiler the CPU backend compiles kernels with.");
+  m.def("_cpu_kernel_flags", &coreai_torch::cpu::kernel_compile_flags,
+        "The flags the CPU backend compiles every kernel with on this machine.");
   m.def(
       "_msl_directory", [] { return coreai_torch::jit::msl_directory("CPU"); },
       "The directory of the Metal standard library headers the backends compile against.");

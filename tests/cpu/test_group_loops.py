@@ -292,6 +292,156 @@ def test_a_scan_whose_loop_variables_change_once_per_group(monkeypatch) -> None:
     torch.testing.assert_close(out, want, rtol=0, atol=0)
 
 
+# ---- loops of a uniform trip count, the threads innermost ---------------------------------
+
+ROW = ("row", "uint", "threadgroup_position_in_grid")
+ROWS = ("rows", "uint", "threadgroups_per_grid")
+
+# MLX's looped softmax, reduced: each of a row's 64 threads reads two values
+# per step of a loop over the row, carrying its running maximum and sum
+# (values per thread across the loop); then SIMD-group reductions, one inside
+# a loop of a uniform trip count; a loop whose trip count differs between
+# threads; constant loops of 2 inside the interchanged one. Threads with
+# lid % 7 == 6 return before the loops.
+ROW_LOOPS = """
+const uint n = x.get_extent(0) / rows;
+device const float* in = &x[row * n];
+if (lid % 7 == 6) { out[row * 64 + lid] = -1.0f; return; }
+float m = -INFINITY;
+float s = 0.0f;
+for (uint r = 0; r < n; r += 64 * 2) {
+    float vals[2];
+    for (int i = 0; i < 2; i++) {
+        const uint k = r + lid * 2 + i;
+        vals[i] = k < n ? in[k] : -INFINITY;
+    }
+    const float before = m;
+    for (int i = 0; i < 2; i++) m = max(m, vals[i]);
+    s *= exp(before - m);
+    for (int i = 0; i < 2; i++) s += exp(vals[i] - m);
+}
+const float mine = m;
+m = simd_max(m);
+s = simd_sum(s * exp(mine - m));
+float acc = 0.0f;
+for (uint r = 0; r < n; r += 64) {
+    const uint k = r + lid;
+    acc += simd_sum(k < n ? in[k] : 0.0f);
+}
+float tail = 0.0f;
+for (uint k = lid; k < n; k += 64) tail += in[k];
+out[row * 64 + lid] = s + 1000.0f * acc + 1.0e6f * tail;
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "interchanged"),
+    [
+        (ROW_LOOPS, 1),
+        # The trip count differs between threads: each thread runs its loop.
+        (
+            "float t = 0.0f;\nfor (uint k = lid; k < x.get_extent(0); k += 64) t += x[k];\n"
+            "out[lid] = simd_sum(t);",
+            0,
+        ),
+        # A constant count of at most 16: unrolled in the thread's code instead.
+        (
+            "float t = 0.0f;\nfor (uint k = 0; k < 16; ++k) t += x[lid * 16 + k];\n"
+            "out[lid] = simd_sum(t);",
+            0,
+        ),
+        # A break out of the loop: its threads could leave at different steps.
+        (
+            "float t = 0.0f;\nfor (uint k = 0; k < x.get_extent(0); ++k) {\n"
+            "  if (x[k] > 9.0f) break;\n  t += x[k] * lid;\n}\nout[lid] = simd_sum(t);",
+            0,
+        ),
+        # At group level, between barriers (threadgroup memory only read there).
+        (
+            "threadgroup float tile[64];\ntile[lid] = x[lid];\n"
+            "threadgroup_barrier(mem_flags::mem_threadgroup);\nfloat t = 0.0f;\n"
+            "for (uint j = 0; j < x.get_extent(0); ++j) t += tile[(lid + j) % 64];\n"
+            "out[lid] = t;",
+            1,
+        ),
+    ],
+)
+def test_which_loops_run_with_the_threads_innermost(body: str, interchanged: int) -> None:
+    form, why, summary = form_of(body, [LID, ROW, ROWS])
+    assert form == "group_loops", why
+    assert f" {interchanged} loops of a uniform trip count with the threads innermost" in summary
+
+
+def test_row_loops_with_carried_values_reductions_and_returns(monkeypatch) -> None:
+    rows, n = 3, 300  # the last step of the row loop is partial (300 = 2 * 128 + 44)
+    x = torch.randn(rows * n, generator=torch.Generator().manual_seed(11)) * 4
+    (out,) = both_forms(
+        monkeypatch,
+        "gl_rowloops",
+        [Tensor("x")],
+        [Tensor("out")],
+        ROW_LOOPS,
+        [LID, ROW, ROWS],
+        (x,),
+        grid=(64 * rows, 1, 1),
+        group=(64, 1, 1),
+        shapes=[[64 * rows]],
+    )
+    want = torch.empty(rows * 64, dtype=torch.float64)
+    xd = x.double().view(rows, n)
+    for row in range(rows):
+        for lid in range(64):
+            if lid % 7 == 6:
+                want[row * 64 + lid] = -1.0
+                continue
+            running = [t for t in range(lid // 32 * 32, lid // 32 * 32 + 32) if t % 7 != 6]
+            mine = torch.cat([xd[row, k : k + 2] for t in running for k in range(2 * t, n, 128)])
+            s = torch.exp(mine - mine.max()).sum()
+            acc = sum(xd[row, r + t] for r in range(0, n, 64) for t in running if r + t < n)
+            tail = xd[row, lid::64].sum()
+            want[row * 64 + lid] = s + 1000.0 * acc + 1.0e6 * tail
+    torch.testing.assert_close(out.double(), want, rtol=1e-5, atol=1e-2)
+
+
+def test_a_uniform_loop_between_barriers_at_group_level(monkeypatch) -> None:
+    body = """
+    threadgroup float tile[64];
+    tile[lid] = x[id];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float acc = 0.0f;
+    float top = -INFINITY;
+    for (uint j = 0; j < uint(n); j += 3) {
+        acc += tile[(lid + j) % 64] * float(j + 1);
+        top = max(top, tile[j % 64] - acc);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[id] = acc + top;
+    """
+    x = torch.randn(128, generator=torch.Generator().manual_seed(12))
+    n = 100
+    (out,) = both_forms(
+        monkeypatch,
+        "gl_uniformloop",
+        [Tensor("x"), Scalar("n", "int")],
+        [Tensor("out")],
+        body,
+        [GID, LID],
+        (x, n),
+        grid=(128, 1, 1),
+        group=(64, 1, 1),
+        shapes=[[128]],
+    )
+    want = torch.empty(128)
+    for i in range(128):
+        base, lid = i - i % 64, i % 64
+        acc, top = torch.tensor(0.0), torch.tensor(-float("inf"))
+        for j in range(0, n, 3):
+            acc = acc + x[base + (lid + j) % 64] * float(j + 1)
+            top = torch.maximum(top, x[base + j % 64] - acc)
+        want[i] = acc + top
+    torch.testing.assert_close(out, want, rtol=0, atol=0)
+
+
 # ---- SIMD-groups as vector units ---------------------------------------------------------
 
 

@@ -34,7 +34,7 @@
 
 // Part of the JIT cache key: bump it whenever a kernel could compile or
 // behave differently.
-#define COREAI_MSL_VERSION 2
+#define COREAI_MSL_VERSION 3
 
 // 32-byte vectors (long4, ulong4) passed by value without AVX use another
 // calling convention than with it. A kernel is one translation unit whose

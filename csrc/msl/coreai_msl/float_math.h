@@ -94,6 +94,47 @@ inline E next_after(E x, E y) {
   return __builtin_bit_cast(E, bits);
 }
 
+#if !defined(__NVPTX__)
+// exp for float, inline and without branches, so that a loop calling it
+// vectorizes and its vector and scalar copies give the same bits (the C
+// library's expf is a call no loop vectorizes). x = k ln2 + r, |r| <= ln2/2:
+// k is rounded to the nearest integer by the 1.5 * 2^23 shift, and r is
+// exact to the rounding of its last step because ln2's high part has few
+// enough bits that k * hi is exact and x - k * hi cancels exactly (Sterbenz).
+// exp(r) is a degree-7 polynomial (Cephes' coefficients), and 2^k is built
+// in the exponent bits in two halves, so that results below FLT_MIN are
+// rounded once, in the last multiply. Under -ffp-contract=off no step fuses,
+// so every instruction set computes the same bits; within 1 ulp of exp
+// everywhere (tests/cpu/test_float_exp.py checks every float), where Metal
+// allows 4. NVPTX keeps libdevice's exp (nvptx_math.h).
+inline float exp_float(float x) {
+  // Outside [-104, 89] (and for NaN) the result is a constant; computing on
+  // 0 there keeps the arithmetic away from subnormals, which cost a
+  // microcode assist, for the -FLT_MAX padding that softmax kernels use.
+  const bool in_range = x >= -104.0f && x <= 89.0f;
+  const float v = in_range ? x : 0.0f;
+  constexpr float shift = 0x1.8p23f;
+  const float k = (v * 0x1.715476p+0f + shift) - shift;
+  const float r = (v - k * 0x1.62e4p-1f) - k * 0x1.7f7d1cp-20f;
+  // Estrin's scheme: three independent pairs, so that a scalar call (where
+  // no loop vectorizes it) waits on a short chain of roundings.
+  const float z = r * r;
+  const float low = 5.0000001201e-1f + 1.6666665459e-1f * r;
+  const float mid = 4.1665795894e-2f + 8.3334519073e-3f * r;
+  const float high = 1.3981999507e-3f + 1.9875691500e-4f * r;
+  const float p = low + z * (mid + z * high);
+  const float e = (p * z + r) + 1.0f;
+  const int n = static_cast<int>(k);
+  const int n1 = n >> 1;
+  const int n2 = n - n1;
+  const float scaled = e * __builtin_bit_cast(float, (n1 + 127) << 23) *
+                       __builtin_bit_cast(float, (n2 + 127) << 23);
+  const float outside = x > 89.0f ? std::numeric_limits<float>::infinity()
+                                  : (x < -104.0f ? 0.0f : x);  // x: NaN
+  return in_range ? scaled : outside;
+}
+#endif
+
 }  // namespace detail
 
 #define COREAI_MSL_UNARY(name, expression)                                          \
@@ -102,7 +143,11 @@ inline E next_after(E x, E y) {
     return detail::map_via_float(x, [](float v) -> float { return expression; }); \
   }
 
+#if defined(__NVPTX__)
 COREAI_MSL_UNARY(exp, std::exp(v))
+#else
+COREAI_MSL_UNARY(exp, detail::exp_float(v))
+#endif
 COREAI_MSL_UNARY(exp2, std::exp2(v))
 COREAI_MSL_UNARY(exp10, std::pow(10.0f, v))
 COREAI_MSL_UNARY(log, std::log(v))

@@ -146,18 +146,24 @@ class exchange {
     ((std::memcpy(arguments_[lane][i++], &a, sizeof(A))), ...);
   }
 
+  // Every lane's result, computed once for the SIMD-group between the loop
+  // over its lanes that put() the arguments and the one that reads them.
   template <class F, class... A>
-  [[gnu::always_inline]] auto result(unsigned lane, std::uint32_t active, F f, types<A...>) {
+  void compute(std::uint32_t active, F f, types<A...>) {
     using R = result_t<F, slot_t<A>...>;
     static_assert(sizeof(R) <= COREAI_CPU_SIMD_SLOT_BYTES, "the result is too large");
-    if (!computed_) {
-      if constexpr (is_reduction<F>::value) {
-        reduce<slot_t<A>...>(active, f);
-      } else {
-        replay<R, slot_t<A>...>(active, f);
-      }
-      computed_ = true;
+    if constexpr (is_reduction<F>::value) {
+      reduce<slot_t<A>...>(active, f);
+    } else {
+      replay<R, slot_t<A>...>(active, f);
     }
+  }
+
+  // Lane `lane`'s result of compute(): a plain read, which keeps the loop
+  // over the lanes free to vectorize.
+  template <class F, class... A>
+  [[gnu::always_inline]] auto result(unsigned lane, F, types<A...>) const {
+    using R = result_t<F, slot_t<A>...>;
     R out;
     std::memcpy(&out, results_[lane], sizeof(R));
     return out;
@@ -245,7 +251,6 @@ class exchange {
 
   unsigned char arguments_[kSimdWidth][kMaxArguments][COREAI_CPU_SIMD_SLOT_BYTES];
   unsigned char results_[kSimdWidth][COREAI_CPU_SIMD_SLOT_BYTES];
-  bool computed_ = false;
 };
 
 // ---- simdgroup matrices ----------------------------------------------------------
