@@ -398,22 +398,32 @@ def product_peak_row(plan: Plan, rounds: int) -> dict[str, Any]:
 
 
 def startup_rows(smoke: bool) -> list[dict[str, Any]]:
-    """Compiles and loads in new processes: empty cache, headers precompiled only, warm cache."""
-    warm_runs = 1 if smoke else 5
-    with tempfile.TemporaryDirectory(prefix="coreai_torch_bench_cuda_") as tmp:
-        cold_dir, pch_dir = Path(tmp) / "cold", Path(tmp) / "pch"
-        cold_dir.mkdir(mode=0o700)
-        pch_dir.mkdir(mode=0o700)
-        cold = probe(str(cold_dir), "cuda")
-        # What an installation pays per new kernel: the headers are precompiled
-        # (once per compiler and header version) but the kernel is not.
-        for pch in cold_dir.glob("*.pch"):
-            shutil.copy2(pch, pch_dir / pch.name)
-        new_kernel = probe(str(pch_dir), "cuda")
-        warm = sorted(
-            (probe(str(cold_dir), "cuda") for _ in range(warm_runs)),
-            key=lambda p: p["first_result"],
-        )
+    """Compiles and loads in new processes: empty cache, headers precompiled only, warm cache.
+
+    One process is one sample, and a first compile's time varies by tens of
+    milliseconds between processes (compiler start-up, the page cache): the
+    rows are medians over a few processes, each with a cache of its own.
+    """
+    runs = 1 if smoke else 5
+    colds, new_kernels, warm = [], [], []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory(prefix="coreai_torch_bench_cuda_") as tmp:
+            cold_dir, pch_dir = Path(tmp) / "cold", Path(tmp) / "pch"
+            cold_dir.mkdir(mode=0o700)
+            pch_dir.mkdir(mode=0o700)
+            colds.append(probe(str(cold_dir), "cuda"))
+            # What an installation pays per new kernel: the headers are
+            # precompiled (once per compiler and header version) but the
+            # kernel is not.
+            for pch in cold_dir.glob("*.pch"):
+                shutil.copy2(pch, pch_dir / pch.name)
+            new_kernels.append(probe(str(pch_dir), "cuda"))
+            warm.append(probe(str(cold_dir), "cuda"))
+    cold, new_kernel = (
+        sorted(samples, key=lambda p: p["first_result"])[len(samples) // 2]
+        for samples in (colds, new_kernels)
+    )
+    warm.sort(key=lambda p: p["first_result"])
     middle = warm[len(warm) // 2]
     return [
         row(
@@ -422,6 +432,7 @@ def startup_rows(smoke: bool) -> list[dict[str, Any]]:
             new_kernel["first_result"],
             target=f"<= {COMPILE_TARGET_S:g} s",
             passed=new_kernel["first_result"] <= COMPILE_TARGET_S,
+            ours_best=min(p["first_result"] for p in new_kernels),
         ),
         row(
             "cuda.cold_compile",
@@ -429,6 +440,7 @@ def startup_rows(smoke: bool) -> list[dict[str, Any]]:
             cold["first_result"],
             target=f"<= {COLD_COMPILE_TARGET_S:g} s",
             passed=cold["first_result"] <= COLD_COMPILE_TARGET_S,
+            ours_best=min(p["first_result"] for p in colds),
         ),
         row(
             "cuda.warm_first_result",
