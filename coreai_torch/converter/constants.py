@@ -90,6 +90,10 @@ _RESOURCE_KINDS = frozenset("fiu")
 _HASHED_BYTES = 16 * 1024
 
 _RESOURCES: dict[tuple[Any, ...], tuple[np.ndarray, Attribute]] = {}
+# The resource of each array by its memory (address, strides, shape, dtype),
+# with the array itself: a weight that several entry points read is found
+# without comparing its bytes.
+_BY_MEMORY: dict[tuple[Any, ...], tuple[np.ndarray, Attribute]] = {}
 
 # Numbers for the names of the resources made next (see begin()).
 _names: Iterator[int] = itertools.count()
@@ -111,9 +115,12 @@ def weight_attribute(array: np.ndarray, kind: RankedTensorType) -> Attribute | N
         return None
     address = array.__array_interface__["data"][0]
     same_memory = (address, array.strides, array.shape, array.dtype.str)
-    found = _shared(same_memory, array)
+    found = _BY_MEMORY.get(same_memory)
     if found is not None:
-        return found
+        # The array seen first at this address is kept alive by the entry, so
+        # the memory was not freed and reused by another array meanwhile; and
+        # nothing writes into a program's tensors while it is converted.
+        return found[1]
     # One copy, in C order (a linear's transposed weight is laid out here): it
     # is the resource's storage, so later writes to the caller's tensor do not
     # change the program.
@@ -129,14 +136,14 @@ def weight_attribute(array: np.ndarray, kind: RankedTensorType) -> Attribute | N
         same_bytes = (data.shape, data.dtype.str, zlib.crc32(bits))
         found = _shared(same_bytes, data)
         if found is not None:
-            _RESOURCES[same_memory] = _RESOURCES[same_bytes]
+            _BY_MEMORY[same_memory] = (array, found)
             return found
     # A name no resource of the context has: MLIR makes a taken name unique by
     # trying name_1, name_2, ... until one is free, a cost that grows with the
     # resources already made (0.7 ms a weight at 4000 weights).
     name = f"constant_{next(_names)}"
     attr = DenseResourceElementsAttr.get_from_buffer(data, name, kind, alignment=_ALIGNMENT)
-    _RESOURCES[same_memory] = (data, attr)
+    _BY_MEMORY[same_memory] = (array, attr)
     if same_bytes is not None:
         _RESOURCES[same_bytes] = (data, attr)
     return attr
@@ -164,6 +171,7 @@ def forget() -> None:
     """Drop every cached constant (a conversion ends)."""
     _CACHE.clear()
     _RESOURCES.clear()
+    _BY_MEMORY.clear()
 
 
 def packed_constant(values: np.ndarray, element: Type) -> Value:

@@ -411,17 +411,57 @@ def _rewrite(module: MLIRModule) -> None:
     of converting a small transformer. The same pipeline runs here with the
     module verified once before it (the passes assume valid input) and once
     after; the result is the same IR (tests/converter/test_rewrite.py).
+
+    Apple's converter runs ``canonicalize,cse`` once more after this
+    pipeline; this one does not. On a two-entry-point decoder that round
+    merges the ``create_token`` ops of the state reads and costs about 1 ms;
+    the IR verifies and runs the same without it (tests/converter/test_state.py).
+
+    Small modules are rewritten without MLIR's thread pool (``_worth_threads``);
+    the IR is the same either way (test_rewrite.py).
     """
     _verify(module, "a lowering built an op that Core AI's verifier rejects")
-    passes = PassManager.parse(_REWRITE_PIPELINE, context=module.context)
+    context = module.context
+    passes = PassManager.parse(_REWRITE_PIPELINE, context=context)
     passes.enable_verifier(False)
+    threaded = _worth_threads(module)
+    if not threaded:
+        context.enable_multithreading(False)
     try:
         passes.run(module.operation)
     except MLIRError as exc:
         raise RuntimeError(
             f"Core AI's pre-compilation rewrite failed:\n{_diagnostics(exc)}"
         ) from exc
+    finally:
+        if not threaded:
+            # The context outlives the conversion (the program lives in it):
+            # later passes on it (compilation) keep their threads.
+            context.enable_multithreading(True)
     _verify(module, "Core AI's pre-compilation rewrite left an op that its verifier rejects")
+
+
+# The rewrite runs its per-graph passes on a thread pool when the context has
+# one. Starting it costs more than the passes of a small module take (1-2 ms
+# against 6 ms for a two-entry-point decoder); threads pay off only with
+# several graphs and many ops to share out.
+_THREADED_GRAPHS = 2
+_THREADED_OPS = 20_000
+
+
+def _worth_threads(module: MLIRModule) -> bool:
+    """Whether the rewrite of ``module`` is large enough to run on threads."""
+    graphs = module.body.operations
+    if len(graphs) < _THREADED_GRAPHS:
+        return False
+    ops = 0
+    for graph in graphs:
+        for region in graph.regions:
+            for block in region.blocks:
+                ops += len(block.operations)
+                if ops >= _THREADED_OPS:
+                    return True
+    return False
 
 
 def _verify(module: MLIRModule, what: str) -> None:
