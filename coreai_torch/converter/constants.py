@@ -68,12 +68,35 @@ def small_constant(array: np.ndarray) -> Value | np.ndarray:
 
 def i32(values: Any) -> Value | np.ndarray:
     """An si32 operand (axes, starts, signed sizes) as a shared constant."""
-    return small_constant(np.array(values, dtype=np.int32))
+    return _by_value(values, np.int32)
 
 
 def u32(values: Any) -> Value | np.ndarray:
     """A ui32 operand (permutations, sizes, windows) as a shared constant."""
-    return small_constant(np.array(values, dtype=np.uint32))
+    return _by_value(values, np.uint32)
+
+
+def _by_value(values: Any, element: type) -> Value | np.ndarray:
+    """``small_constant`` of ``values`` as ``element``, found by the Python value first.
+
+    Lowerings ask for the same few axes and permutations hundreds of times; a
+    dict lookup by the int or flat sequence they pass skips making the array.
+    """
+    kind = type(values)
+    if kind is int:
+        key: Any = (InsertionPoint.current.block, element, values)
+    elif (kind is list or kind is tuple) and all(type(v) is int for v in values):
+        key = (InsertionPoint.current.block, element, kind, *values)
+    else:
+        return small_constant(np.array(values, dtype=element))
+    found = _BY_VALUE.get(key)
+    if found is None:
+        found = _BY_VALUE[key] = small_constant(np.array(values, dtype=element))
+    return found
+
+
+# i32 and u32 by (block, element type, value): see _by_value.
+_BY_VALUE: dict[tuple[Any, ...], Value | np.ndarray] = {}
 
 
 # Arrays from this size up are stored as resources (as coreai's
@@ -170,6 +193,7 @@ def begin(names: Iterator[int]) -> None:
 def forget() -> None:
     """Drop every cached constant (a conversion ends)."""
     _CACHE.clear()
+    _BY_VALUE.clear()
     _RESOURCES.clear()
     _BY_MEMORY.clear()
 
