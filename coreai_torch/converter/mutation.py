@@ -124,6 +124,12 @@ def view_parent(node: fx.Node) -> fx.Node | None:
     return parent if storage(parent) == storage(node) is not None else None
 
 
+def _may_view(node: fx.Node) -> bool:
+    """Whether ``view_parent`` can find a parent for ``node``: false for most calls."""
+    target = node.target
+    return target is operator.getitem or mutates_input(target) or target in _UPDATES
+
+
 def memory_root(node: fx.Node) -> fx.Node:
     """The node that allocated the memory ``node`` reads: itself, or the base of its views."""
     while (parent := view_parent(node)) is not None:
@@ -308,8 +314,9 @@ class Functionalizer:
         }
         self._version: dict[str, int] = dict.fromkeys((r.name for r in roots), 0)
         self._computed_at: dict[str, int] = {}
-        # A node shares a written root's memory only if it shares its storage:
-        # every other node is never stale, which one storage lookup tells.
+        # A node shares a written root's memory only if it is a view (or an
+        # in-place result) sharing the root's storage: every other node is
+        # never stale, which its target and one storage lookup tell.
         self._written_storages = {storage(r) for r in roots} - {None}
         # Each node's written root (its name), or None: found once per node.
         self._written_root: dict[str, str | None] = {}
@@ -334,11 +341,11 @@ class Functionalizer:
         if found is _UNSEEN:
             if name in self._version:
                 found = name
-            elif storage(node) in self._written_storages:
+            elif _may_view(node) and storage(node) in self._written_storages:
                 root = self._root(node).name
                 found = root if root in self._version else None
             else:
-                found = None
+                found = None  # its own root (see view_parent), and not written
             self._written_root[name] = found
         return found
 
