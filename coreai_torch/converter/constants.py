@@ -68,12 +68,35 @@ def small_constant(array: np.ndarray) -> Value | np.ndarray:
 
 def i32(values: Any) -> Value | np.ndarray:
     """An si32 operand (axes, starts, signed sizes) as a shared constant."""
-    return small_constant(np.array(values, dtype=np.int32))
+    return _by_value(values, np.int32)
 
 
 def u32(values: Any) -> Value | np.ndarray:
     """A ui32 operand (permutations, sizes, windows) as a shared constant."""
-    return small_constant(np.array(values, dtype=np.uint32))
+    return _by_value(values, np.uint32)
+
+
+def _by_value(values: Any, element: type) -> Value | np.ndarray:
+    """``small_constant`` of ``values`` as ``element``, found by the Python value first.
+
+    Lowerings ask for the same few axes and permutations hundreds of times; a
+    dict lookup by the int or flat sequence they pass skips making the array.
+    """
+    kind = type(values)
+    if kind is int:
+        key: Any = (InsertionPoint.current.block, element, values)
+    elif (kind is list or kind is tuple) and all(type(v) is int for v in values):
+        key = (InsertionPoint.current.block, element, kind, *values)
+    else:
+        return small_constant(np.array(values, dtype=element))
+    found = _BY_VALUE.get(key)
+    if found is None:
+        found = _BY_VALUE[key] = small_constant(np.array(values, dtype=element))
+    return found
+
+
+# i32 and u32 by (block, element type, value): see _by_value.
+_BY_VALUE: dict[tuple[Any, ...], Value | np.ndarray] = {}
 
 
 # Arrays from this size up are stored as resources (as coreai's
@@ -90,6 +113,10 @@ _RESOURCE_KINDS = frozenset("fiu")
 _HASHED_BYTES = 16 * 1024
 
 _RESOURCES: dict[tuple[Any, ...], tuple[np.ndarray, Attribute]] = {}
+# The resource of each array by its memory (address, strides, shape, dtype),
+# with the array itself: a weight that several entry points read is found
+# without comparing its bytes.
+_BY_MEMORY: dict[tuple[Any, ...], tuple[np.ndarray, Attribute]] = {}
 
 # Numbers for the names of the resources made next (see begin()).
 _names: Iterator[int] = itertools.count()
@@ -111,9 +138,12 @@ def weight_attribute(array: np.ndarray, kind: RankedTensorType) -> Attribute | N
         return None
     address = array.__array_interface__["data"][0]
     same_memory = (address, array.strides, array.shape, array.dtype.str)
-    found = _shared(same_memory, array)
+    found = _BY_MEMORY.get(same_memory)
     if found is not None:
-        return found
+        # The array seen first at this address is kept alive by the entry, so
+        # the memory was not freed and reused by another array meanwhile; and
+        # nothing writes into a program's tensors while it is converted.
+        return found[1]
     # One copy, in C order (a linear's transposed weight is laid out here): it
     # is the resource's storage, so later writes to the caller's tensor do not
     # change the program.
@@ -129,14 +159,14 @@ def weight_attribute(array: np.ndarray, kind: RankedTensorType) -> Attribute | N
         same_bytes = (data.shape, data.dtype.str, zlib.crc32(bits))
         found = _shared(same_bytes, data)
         if found is not None:
-            _RESOURCES[same_memory] = _RESOURCES[same_bytes]
+            _BY_MEMORY[same_memory] = (array, found)
             return found
     # A name no resource of the context has: MLIR makes a taken name unique by
     # trying name_1, name_2, ... until one is free, a cost that grows with the
     # resources already made (0.7 ms a weight at 4000 weights).
     name = f"constant_{next(_names)}"
     attr = DenseResourceElementsAttr.get_from_buffer(data, name, kind, alignment=_ALIGNMENT)
-    _RESOURCES[same_memory] = (data, attr)
+    _BY_MEMORY[same_memory] = (array, attr)
     if same_bytes is not None:
         _RESOURCES[same_bytes] = (data, attr)
     return attr
@@ -163,7 +193,9 @@ def begin(names: Iterator[int]) -> None:
 def forget() -> None:
     """Drop every cached constant (a conversion ends)."""
     _CACHE.clear()
+    _BY_VALUE.clear()
     _RESOURCES.clear()
+    _BY_MEMORY.clear()
 
 
 def packed_constant(values: np.ndarray, element: Type) -> Value:

@@ -31,7 +31,7 @@ from .graph_lowering import (
     user_lowering,
 )
 from .kernels import kernel_lowering
-from .lowering_context import LoweringContext
+from .lowering_context import LoweringContext, SourceLocations
 from .registry import lookup, stores_of
 from .state import MUTATION_ATTRIBUTE, State, find_states, is_state_output
 from .state import state_names as resolve_state_names
@@ -345,11 +345,14 @@ class TorchConverter:
                 # walk for a location this code never uses: a few percent of
                 # converting a small transformer. The rewrite runs only when
                 # every entry point was built.
+                # One location per source line for every graph: the entry
+                # points of one model share their lines.
+                locations = SourceLocations()
                 with InsertionPoint(module._mlir_module.body):
                     for entry in entries:
                         for sub in entry.subgraphs:
-                            _emit_subgraph(sub, lowerer, invoked)
-                        _emit_entry(entry, lowerer)
+                            _emit_subgraph(sub, lowerer, invoked, locations)
+                        _emit_entry(entry, lowerer, locations)
             finally:
                 constants.forget()
             _rewrite(module._mlir_module)
@@ -392,14 +395,17 @@ def _subgraph_entry(subprogram: Any, program: ExportedProgram) -> _Entry:
     )
 
 
-def _emit_subgraph(entry: _Entry, lowerer: GraphLowerer, invoked: dict[Any, Any]) -> None:
+def _emit_subgraph(
+    entry: _Entry, lowerer: GraphLowerer, invoked: dict[Any, Any], locations: SourceLocations
+) -> None:
     """Emit an externalized program's graph, once per conversion, and note its calls."""
     subprogram = entry.externalized
     calls = [(subprogram.target, name) for name in subprogram.source_nodes]
     if all(call in invoked for call in calls):
         return  # the same program staged with two entry points
     context = Location.current.context
-    graph = _emit_entry(entry, lowerer, externalized.graph_attributes(subprogram, context))
+    attributes = externalized.graph_attributes(subprogram, context)
+    graph = _emit_entry(entry, lowerer, locations, attributes)
     invoked.update(dict.fromkeys(calls, graph))
 
 
@@ -411,17 +417,59 @@ def _rewrite(module: MLIRModule) -> None:
     of converting a small transformer. The same pipeline runs here with the
     module verified once before it (the passes assume valid input) and once
     after; the result is the same IR (tests/converter/test_rewrite.py).
+
+    Apple's converter runs ``canonicalize,cse`` once more after this
+    pipeline; this one does not. On a two-entry-point decoder that round
+    merges the ``create_token`` ops of the state reads and costs about 1 ms;
+    the IR verifies and runs the same without it (tests/converter/test_state.py).
+
+    Small modules are verified and rewritten without MLIR's thread pool
+    (``_worth_threads``); the IR is the same either way (test_rewrite.py).
     """
-    _verify(module, "a lowering built an op that Core AI's verifier rejects")
-    passes = PassManager.parse(_REWRITE_PIPELINE, context=module.context)
-    passes.enable_verifier(False)
+    context = module.context
+    threaded = _worth_threads(module)
+    if not threaded:
+        # The verifier, too, checks graphs on the thread pool when it has one.
+        context.enable_multithreading(False)
     try:
-        passes.run(module.operation)
-    except MLIRError as exc:
-        raise RuntimeError(
-            f"Core AI's pre-compilation rewrite failed:\n{_diagnostics(exc)}"
-        ) from exc
-    _verify(module, "Core AI's pre-compilation rewrite left an op that its verifier rejects")
+        _verify(module, "a lowering built an op that Core AI's verifier rejects")
+        passes = PassManager.parse(_REWRITE_PIPELINE, context=context)
+        passes.enable_verifier(False)
+        try:
+            passes.run(module.operation)
+        except MLIRError as exc:
+            raise RuntimeError(
+                f"Core AI's pre-compilation rewrite failed:\n{_diagnostics(exc)}"
+            ) from exc
+        _verify(module, "Core AI's pre-compilation rewrite left an op that its verifier rejects")
+    finally:
+        if not threaded:
+            # The context outlives the conversion (the program lives in it):
+            # later passes on it (compilation) keep their threads.
+            context.enable_multithreading(True)
+
+
+# The rewrite runs its per-graph passes on a thread pool when the context has
+# one. Starting it costs more than the passes of a small module take (1-2 ms
+# against 6 ms for a two-entry-point decoder); threads pay off only with
+# several graphs and many ops to share out.
+_THREADED_GRAPHS = 2
+_THREADED_OPS = 20_000
+
+
+def _worth_threads(module: MLIRModule) -> bool:
+    """Whether the rewrite of ``module`` is large enough to run on threads."""
+    graphs = module.body.operations
+    if len(graphs) < _THREADED_GRAPHS:
+        return False
+    ops = 0
+    for graph in graphs:
+        for region in graph.regions:
+            for block in region.blocks:
+                ops += len(block.operations)
+                if ops >= _THREADED_OPS:
+                    return True
+    return False
 
 
 def _verify(module: MLIRModule, what: str) -> None:
@@ -445,7 +493,10 @@ def _diagnostics(error: MLIRError) -> str:
 
 
 def _emit_entry(
-    entry: _Entry, lowerer: GraphLowerer, attributes: dict[str, Any] | None = None
+    entry: _Entry,
+    lowerer: GraphLowerer,
+    locations: SourceLocations,
+    attributes: dict[str, Any] | None = None,
 ) -> Any:
     """Emit the graph of ``entry`` (``attributes``: more ``coreai.GraphOp`` keywords)."""
     program = entry.program
@@ -488,7 +539,7 @@ def _emit_entry(
         **(attributes or {}),
     )
     symbols = SymbolTable()
-    ctx = LoweringContext(symbols, graph_module)
+    ctx = LoweringContext(symbols, graph_module, locations)
     with graph.block:
         for node, argument in zip(arguments, graph.arguments, strict=True):
             ctx.values[node.name] = argument

@@ -85,7 +85,24 @@ def storage(node: Any) -> int | None:
 def _self_argument(node: fx.Node) -> Any:
     if node.op != "call_function" or not isinstance(node.target, OpOverload):
         return None
+    if node.args and _self_first(node.target):
+        return node.args[0]  # what binding every argument would give, for less
     return Arguments(node.target, node.args, node.kwargs).get("self", None)
+
+
+def _self_first(target: OpOverload) -> bool:
+    """Whether the first parameter of ``target``'s schema is ``self``."""
+    found = _SELF_FIRST.get(id(target))
+    if found is not None and found[0] is target:
+        return found[1]
+    arguments = target._schema.arguments
+    first = bool(arguments) and arguments[0].name == "self" and not arguments[0].kwarg_only
+    _SELF_FIRST[id(target)] = (target, first)
+    return first
+
+
+# Keyed by id(), as _MUTATES is.
+_SELF_FIRST: dict[int, tuple[Any, bool]] = {}
 
 
 def view_parent(node: fx.Node) -> fx.Node | None:
@@ -105,6 +122,12 @@ def view_parent(node: fx.Node) -> fx.Node | None:
     else:
         return None
     return parent if storage(parent) == storage(node) is not None else None
+
+
+def _may_view(node: fx.Node) -> bool:
+    """Whether ``view_parent`` can find a parent for ``node``: false for most calls."""
+    target = node.target
+    return target is operator.getitem or mutates_input(target) or target in _UPDATES
 
 
 def memory_root(node: fx.Node) -> fx.Node:
@@ -275,39 +298,66 @@ def unsupported_mutations(
 
 # -- during lowering -------------------------------------------------------------
 
+# A memo entry not made yet.
+_UNSEEN = object()
+
 
 class Functionalizer:
     """Tracks the versions of written memory while one graph is lowered."""
 
     def __init__(self, graph: fx.Graph) -> None:
         self._roots: dict[str, fx.Node] = {}
-        written = {
-            self._root(_self_argument(n)).name
+        roots = {
+            self._root(_self_argument(n))
             for n in graph.nodes
             if n.op == "call_function" and mutates_input(n.target)
         }
-        self._version: dict[str, int] = dict.fromkeys(written, 0)
+        self._version: dict[str, int] = dict.fromkeys((r.name for r in roots), 0)
         self._computed_at: dict[str, int] = {}
+        # A node shares a written root's memory only if it is a view (or an
+        # in-place result) sharing the root's storage: every other node is
+        # never stale, which its target and one storage lookup tell.
+        self._written_storages = {storage(r) for r in roots} - {None}
+        # Each node's written root (its name), or None: found once per node.
+        self._written_root: dict[str, str | None] = {}
 
     @staticmethod
     def needed(graph: fx.Graph) -> bool:
         return any(n.op == "call_function" and mutates_input(n.target) for n in graph.nodes)
 
     def _root(self, node: fx.Node) -> fx.Node:
+        """``memory_root(node)``, with the roots of the views on the way kept too."""
         root = self._roots.get(node.name)
         if root is None:
-            root = self._roots[node.name] = memory_root(node)
+            parent = view_parent(node)
+            root = node if parent is None else self._root(parent)
+            self._roots[node.name] = root
         return root
+
+    def _written(self, node: fx.Node) -> str | None:
+        """The name of the written root whose memory ``node`` is in, or ``None``."""
+        name = node.name
+        found = self._written_root.get(name, _UNSEEN)
+        if found is _UNSEEN:
+            if name in self._version:
+                found = name
+            elif _may_view(node) and storage(node) in self._written_storages:
+                root = self._root(node).name
+                found = root if root in self._version else None
+            else:
+                found = None  # its own root (see view_parent), and not written
+            self._written_root[name] = found
+        return found
 
     def record(self, node: fx.Node) -> None:
         """``node`` was just lowered: its value is that of the current version."""
-        version = self._version.get(self._root(node).name)
-        if version is not None:
-            self._computed_at[node.name] = version
+        root = self._written(node)
+        if root is not None:
+            self._computed_at[node.name] = self._version[root]
 
     def is_stale(self, node: fx.Node) -> bool:
-        version = self._version.get(self._root(node).name)
-        return version is not None and self._computed_at.get(node.name, 0) < version
+        root = self._written(node)
+        return root is not None and self._computed_at.get(node.name, 0) < self._version[root]
 
     def current(self, ctx: LoweringContext, node: fx.Node) -> Any:
         """The value of ``node`` now, computed again from its base if a write made it stale."""

@@ -102,3 +102,29 @@ def test_an_op_the_verifier_rejects_is_reported_at_the_models_line() -> None:
     assert "the converted program does not verify: a lowering built an op" in message
     assert f"{__file__}:{line}: 'coreai.decomposable.broadcasting_add' op" in message
     assert "element type" in message
+
+
+def test_the_rewrite_gives_the_same_ir_with_and_without_threads(monkeypatch) -> None:
+    model = _model()
+    programs = {
+        name: torch.export.export(model, (torch.randn(batch, 6, 8),))
+        for name, batch in (("one", 1), ("two", 2))
+    }
+
+    def convert() -> str:
+        converter = TorchConverter()
+        for name, program in programs.items():
+            converter.add_exported_program(program, input_names=["x"], entrypoint_name=name)
+        return str(converter.to_coreai())
+
+    calls = []
+    worth_threads = converter_module._worth_threads
+    monkeypatch.setattr(
+        converter_module, "_worth_threads", lambda m: calls.append(worth_threads(m)) or calls[-1]
+    )
+    alone = convert()
+    monkeypatch.setattr(converter_module, "_THREADED_GRAPHS", 2)
+    monkeypatch.setattr(converter_module, "_THREADED_OPS", 1)
+    threaded = convert()
+    assert calls == [False, True]
+    assert threaded == alone

@@ -85,6 +85,8 @@ def _broadcast_indices(ctx: LoweringContext, index_args: list[fx.Node]) -> tuple
                 f"{ctx.node.name}: indexing with a boolean mask ({a.name}) gives a result whose "
                 "size depends on the data, which Core AI cannot express; use torch.where instead"
             )
+    if len(fakes) == 1:
+        return [_indices(ctx, index_args[0])], list(fakes[0].shape)  # nothing to broadcast
     shape = list(torch.broadcast_shapes(*[f.shape for f in fakes]))
     # With symbolic sizes a broadcast result has fully dynamic dims; broadcast
     # every index then, so that all of them have the same type for the concat.
