@@ -15,7 +15,7 @@ inputs, unless a backward was registered with
 
 Only the inputs are kept for the backward, never the kernel's results or any
 intermediate value of ``torch_defn``. The op's Autograd kernel
-(``csrc/autograd_kernel.cpp``) hands this module only the calls that autograd
+(``csrc/python/kernel_op.cpp``) hands this module only the calls that autograd
 records; the others never reach Python.
 """
 

@@ -1,6 +1,6 @@
 // The one test of whether autograd records a call, shared by the per-kernel
-// ops' Autograd kernel (autograd_kernel.cpp), the eager fast path
-// (specialization_table.cpp) and the launch op's Autograd kernel (ops.cpp).
+// ops' Autograd kernel (python/kernel_op.cpp), the eager fast path
+// (python/call_args.cpp) and the launch op's Autograd kernel (ops.cpp).
 #pragma once
 
 #include <ATen/core/Tensor.h>

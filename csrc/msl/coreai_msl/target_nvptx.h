@@ -256,7 +256,7 @@ inline ballot_bits ballot(bool predicate, unsigned width, site) {
 // Whether every SIMD-group of the launch has all 32 lanes (no partial
 // SIMD-group at the grid edge). The CUDA backend compiles a kernel that uses
 // SIMD-group matrices in one form for each answer and defines this in each
-// translation unit, after the headers (cuda/jit.cpp); the parameter defers the
+// translation unit, after the headers (cuda/target.cpp); the parameter defers the
 // lookup to the kernel's own code. simdgroup_matrix.h says what changes.
 template <class T>
 struct launch_form;
