@@ -13,6 +13,7 @@
 #include "specializations/launch_args.h"
 #include "cuda/ptx_fixup.h"
 #include "cuda/toolchain.h"
+#include "cuda/vector_alignment.h"
 #include "msl/coreai_msl/cuda_abi.h"
 
 namespace coreai_torch::cuda {
@@ -80,28 +81,46 @@ std::string entry_shim(const KernelRecord& record, bool bounded) {
   return s.str();
 }
 
-// Fixes the PTX's half and bfloat globals (ptx_fixup.h) from the LLVM IR of
-// the same translation unit; an error if one cannot be fixed.
-void repair_16bit_globals(const jit::CompileRequest& r, const jit::CacheDir& cache,
-                          const std::string& artifact, const std::string& unit) {
+// The artifact holds the kernel's optimized LLVM IR (-emit-llvm); this makes
+// it the PTX: under-aligned vector accesses tested at run time
+// (vector_alignment.h), the IR compiled, then the PTX's half and bfloat
+// globals repaired from the IR (ptx_fixup.h). The code generator alone
+// compiles the IR, so that nothing merges the two paths of a tested access
+// again; an IR with nothing to test gives the PTX of a direct compile.
+void ptx_from_ir(const jit::CompileRequest& r, const jit::CacheDir& cache,
+                 const std::string& artifact, const std::string& arch, bool fast_math) {
   std::optional<jit::Fd> fd = cache.open_entry(artifact);
-  std::string ptx = fd ? jit::CacheDir::read_all(fd->get()) : std::string();
-  if (misprinted_16bit_globals(ptx).empty()) return;
-  const std::string ll = cache.temporary(jit::sha256_hex(artifact), ".ll");
-  const jit::ProcessResult result = jit::run_compiler(r, cache, {"-emit-llvm"}, unit, ll);
-  cache.make_private(ll);
-  std::optional<jit::Fd> ir = cache.open_entry(ll);
-  const std::string missing = result.started && result.exit_code == 0 && ir
-                                  ? fix_16bit_globals(ptx, jit::CacheDir::read_all(ir->get()))
-                                  : "every one";
+  TORCH_CHECK(fd, "kernel '", r.kernel, "': the CUDA backend's LLVM IR of the kernel vanished ",
+              "from the cache directory ", cache.path(), " while it was being compiled");
+  const std::string ir = jit::CacheDir::read_all(fd->get());
+  fd.reset();
+  const VersionedVectors versioned = version_underaligned_vectors(ir);
+  const std::string stem = jit::sha256_hex(artifact);
+  const std::string ll = cache.temporary(stem, ".ll");
+  const std::string ptx_file = cache.temporary(stem, ".ptx");
+  cache.write_new(ll, versioned.ir, r.kernel);
+  std::vector<std::string> argv{r.compiler->program};
+  const std::vector<std::string> flags = ir_compile_flags(arch, fast_math);
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(), {"-o", cache.path_of(ptx_file), cache.path_of(ll)});
+  const jit::ProcessResult result = jit::run_process(argv, jit::compiler_limits());
   cache.remove(ll);
-  TORCH_CHECK(result.started && result.exit_code == 0 && ir, "kernel '", r.kernel,
-              "': the CUDA backend cannot read the LLVM IR of the kernel to repair its "
-              "half/bfloat constants:\n", result.output);
-  TORCH_CHECK(missing.empty(), "kernel '", r.kernel,
-              "': the CUDA backend cannot give the half/bfloat constants ", missing,
-              " their values on the GPU (clang's NVPTX backend misprints them). Make them "
-              "local variables of the kernel, or run the kernel on CPU tensors.");
+  const bool ok = result.started && result.exit_code == 0;
+  if (ok) cache.make_private(ptx_file);
+  std::optional<jit::Fd> out = ok ? cache.open_entry(ptx_file) : std::nullopt;
+  std::string ptx = out ? jit::CacheDir::read_all(out->get()) : std::string();
+  out.reset();
+  cache.remove(ptx_file);
+  TORCH_CHECK(!ptx.empty(), "kernel '", r.kernel,
+              "': the CUDA backend could not compile the kernel's LLVM IR to PTX (",
+              versioned.count, " vector accesses tested for alignment):\n", result.output);
+  if (!misprinted_16bit_globals(ptx).empty()) {
+    const std::string missing = fix_16bit_globals(ptx, ir);
+    TORCH_CHECK(missing.empty(), "kernel '", r.kernel,
+                "': the CUDA backend cannot give the half/bfloat constants ", missing,
+                " their values on the GPU (clang's NVPTX backend misprints them). Make them "
+                "local variables of the kernel, or run the kernel on CPU tensors.");
+  }
   cache.remove(artifact);
   cache.write_new(artifact, ptx, r.kernel);
 }
@@ -114,9 +133,10 @@ jit::CompileRequest ptx_request(const KernelRecord& record, const std::string& a
               "CPU backend; run the kernel on CPU tensors to debug it, or set debug = False to "
               "run it on CUDA");
   const Toolchain& tc = toolchain(record.name);
+  const bool fast_math = (record.options & kOptionFastMath) != 0;
   jit::CompileRequest r = jit::kernel_request(
       record.name, record.entry, kBackend, ".ptx", ".cu", tc.compiler,
-      device_compile_flags(tc, arch, (record.options & kOptionFastMath) != 0), record.source);
+      device_compile_flags(tc, arch, fast_math), record.source);
   if (uses_simdgroup_matrices(record.source)) {
     // Unroll loops with known trip counts up to ~4000 instructions (LLVM's
     // default at -O3: 300). Such kernels index arrays of matrices by loop
@@ -130,9 +150,11 @@ jit::CompileRequest ptx_request(const KernelRecord& record, const std::string& a
   r.prelude_flags = {"-Xclang", "-emit-pch"};
   r.key_salt = "abi " + std::to_string(COREAI_CUDA_ABI_VERSION) + "\n" + tc.libdevice_identity;
   r.translation_unit = translation_unit(record, bounded, whole_simdgroups);
-  r.finish = [](const jit::CompileRequest& request, const jit::CacheDir& cache,
-                const std::string& artifact, const std::string& unit) {
-    repair_16bit_globals(request, cache, artifact, unit);
+  // Compiled to optimized LLVM IR, which the finishing step makes the PTX.
+  r.output_flags = {"-emit-llvm"};
+  r.finish = [arch, fast_math](const jit::CompileRequest& request, const jit::CacheDir& cache,
+                               const std::string& artifact, const std::string&) {
+    ptx_from_ir(request, cache, artifact, arch, fast_math);
     return jit::SealNotes{};
   };
   return r;

@@ -117,6 +117,18 @@ const Toolchain& toolchain(const std::string& kernel) {
   return *found;
 }
 
+namespace {
+// The PTX ISA version of every kernel: 7.8 (CUDA 11.8) has every instruction
+// the headers use on every architecture up to sm_90 and loads on any CUDA 12
+// driver.
+constexpr const char* kPtxIsa = "+ptx78";
+
+// Safe math rounds a * b + c twice, as on the CPU; fast math fuses it.
+const char* contraction(bool fast_math) {
+  return fast_math ? "-ffp-contract=fast" : "-ffp-contract=off";
+}
+}  // namespace
+
 std::vector<std::string> device_compile_flags(const Toolchain& tc, const std::string& arch,
                                               bool fast_math) {
   std::vector<std::string> flags{
@@ -125,23 +137,26 @@ std::vector<std::string> device_compile_flags(const Toolchain& tc, const std::st
       // (-nocudainc) and libdevice is linked explicitly (-nocudalib). A path
       // that is no installation keeps clang from picking one up, so the PTX
       // does not depend on what else is installed: its ISA version is fixed
-      // here, 7.8 (CUDA 11.8), which has every instruction the headers use on
-      // every architecture up to sm_90 and loads on any CUDA 12 driver.
+      // here (kPtxIsa).
       "--cuda-path=/dev/null", "-nocudainc", "-nocudalib", "-Xclang", "-target-feature",
-      "-Xclang", "+ptx78", "-Xclang", "-mlink-builtin-bitcode", "-Xclang", tc.libdevice,
+      "-Xclang", kPtxIsa, "-Xclang", "-mlink-builtin-bitcode", "-Xclang", tc.libdevice,
       "-std=c++23", "-O3", "-S",
       // Round every half and bfloat operation to its type, as on the CPU.
       "-Xclang", "-ffloat16-excess-precision=none", "-Xclang", "-fbfloat16-excess-precision=none",
       "-fno-math-errno", "-fno-exceptions", "-flax-vector-conversions=none",
       "-Wno-unknown-attributes", "-Wno-unknown-cuda-version"};
-  if (fast_math) {
-    // Approximate transcendental functions (nvptx_math.h) and a * b + c fused.
-    flags.insert(flags.end(), {"-DCOREAI_MSL_FAST_MATH=1", "-ffp-contract=fast"});
-  } else {
-    // Safe math: a * b + c rounds twice, as on the CPU, so results match it.
-    flags.push_back("-ffp-contract=off");
-  }
+  // Fast math: approximate transcendental functions (nvptx_math.h) too.
+  if (fast_math) flags.push_back("-DCOREAI_MSL_FAST_MATH=1");
+  flags.push_back(contraction(fast_math));
   return flags;
+}
+
+std::vector<std::string> ir_compile_flags(const std::string& arch, bool fast_math) {
+  return {"-fintegrated-cc1", "-x", "ir", "--target=nvptx64-nvidia-cuda", "-march=" + arch,
+          "--cuda-path=/dev/null", "-Xclang", "-target-feature", "-Xclang", kPtxIsa, "-O3", "-S",
+          contraction(fast_math),
+          // Optimized already (and what the rewrite added must stay as written).
+          "-Xclang", "-disable-llvm-optzns"};
 }
 
 }  // namespace coreai_torch::cuda

@@ -39,4 +39,10 @@ std::string gpu_arch(int major, int minor);
 std::vector<std::string> device_compile_flags(const Toolchain& tc, const std::string& arch,
                                               bool fast_math);
 
+// The flags that compile a kernel's optimized LLVM IR (what
+// device_compile_flags give with -emit-llvm) to PTX for `arch`, code
+// generation only, before the output and input names: unchanged, the IR
+// gives the PTX that a direct compile of the source gives.
+std::vector<std::string> ir_compile_flags(const std::string& arch, bool fast_math);
+
 }  // namespace coreai_torch::cuda

@@ -391,15 +391,6 @@ std::string cache_key(const std::string& what, const std::vector<std::string>& p
   return sha.hex_digest();
 }
 
-ProcessResult run_compiler(const CompileRequest& r, const CacheDir& cache,
-                           const std::vector<std::string>& extra_flags, const std::string& unit,
-                           const std::string& output) {
-  const std::string msl = msl_directory(r.backend);
-  counters(r.backend).compiles++;
-  return run_process(compile_argv(r, cache, msl, prelude(r, cache, msl), extra_flags, unit, output),
-                     compiler_limits());
-}
-
 CompileRequest kernel_request(std::string kernel, std::string entry, std::string backend,
                               std::string suffix, std::string source_suffix,
                               const Compiler& compiler, std::vector<std::string> language_flags,

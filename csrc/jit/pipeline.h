@@ -11,7 +11,7 @@
 //      user's lines as a MetalCompileError, other failures raised as they are
 //   -> for a target that links (the CPU's shared libraries), the linker, run
 //      directly with the command line the compiler's driver would run
-//   -> the target's finishing step (stack needs, PTX repairs)
+//   -> the target's finishing step (stack needs; the PTX from LLVM IR)
 //   -> seal, rename into place, keep the unit beside it, evict
 //
 // Targets supply the flags, the translation unit (entry code included) and a
@@ -85,12 +85,6 @@ std::string artifact_key(const CompileRequest& request);
 // "MetalCompileError: ..." for an error in the kernel's source, a c10::Error
 // naming the kernel for anything else.
 CachedArtifact compile(const CompileRequest& request, bool read_payload, bool fresh = false);
-
-// Runs the request's compiler on the request's unit (a cache-relative name)
-// with extra flags, writing `output` (cache-relative); for finishing steps.
-ProcessResult run_compiler(const CompileRequest& request, const CacheDir& cache,
-                           const std::vector<std::string>& extra_flags, const std::string& unit,
-                           const std::string& output);
 
 // A small artifact derived from another (a GPU's machine code from PTX),
 // stored sealed under `key` as `<key><suffix>`: looked up, or stored.

@@ -149,6 +149,68 @@ def test_half_and_bfloat_constants_on_the_gpu() -> None:
         torch.testing.assert_close(g.cpu(), want, rtol=0, atol=0)
 
 
+def _shifted_copy(x: torch.Tensor, shift: int) -> torch.Tensor:
+    """x[shift : shift + 4 n] copied in place, zeros around it (n = numel / 4 - 1)."""
+    out = torch.zeros_like(x)
+    window = slice(shift, shift + x.numel() - 4)
+    out[window] = x[window]
+    return out
+
+
+# Thread `id` copies four halves as one half4 from and to `4 id + shift`: for
+# shifts 1 to 3 the vectors sit at addresses aligned only to their element,
+# which Metal accepts (MLX's RMSNorm stores half4s so; llama.cpp reads float4s
+# at rows of any length).
+shifted_vectors = TorchMetalKernel(
+    "cuda_shifted_vectors",
+    ["x", "shift"],
+    ["out"],
+    src="""
+        const uint n = x.get_extent(0) / 4 - 1;
+        *(device half4*)(&out[0] + 4 * id + shift) = *(device const half4*)(&x[0] + 4 * id + shift);
+        if (id == 0) {
+            for (int k = 0; k < shift; ++k) out[k] = half(0);
+            for (uint k = 4 * n + shift; k < x.get_extent(0); ++k) out[k] = half(0);
+        }
+    """,
+    torch_defn=_shifted_copy,
+    metal_params=[GID],
+)
+SHIFTED_INPUT = torch.arange(1, 37, dtype=torch.float16)  # 36 halves: 8 threads of 4
+SHIFTED_CALL = {
+    "threads_per_grid": (8, 1, 1),
+    "threads_per_thread_group": (8, 1, 1),
+    "result_shapes": [[36]],
+}
+
+
+def test_vector_accesses_test_their_alignment() -> None:
+    spec = shifted_vectors.specialization((SHIFTED_INPUT, 1), [1], [torch.float16])
+    handle = torch.ops.coreai_torch.register_kernel.default(*shifted_vectors.registration(spec))
+    ptx = _C._cuda_ptx(handle, "sm_90")
+    # Each access tests the low three bits of its address, then moves the
+    # half4 as one 8-byte access, or as four 2-byte ones.
+    assert len(re.findall(r"and\.b64\s+%rd\d+, %rd\d+, 7;", ptx)) == 2, ptx
+    assert len(re.findall(r"ld\.global\.v4\.b16", ptx)) == 1, ptx
+    assert len(re.findall(r"st\.global\.v4\.b16", ptx)) == 1, ptx
+    assert len(re.findall(r"ld\.global\.u16", ptx)) == 4, ptx
+    # The same kernel on the CPU backend, at every alignment.
+    for shift in range(4):
+        got = shifted_vectors(SHIFTED_INPUT, shift, **SHIFTED_CALL)
+        want = torch.zeros(36, dtype=torch.float16)
+        want[shift : shift + 32] = torch.arange(1 + shift, 33 + shift, dtype=torch.float16)
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@requires_gpu
+@pytest.mark.parametrize("shift", range(4))
+def test_vector_accesses_at_element_aligned_addresses_on_the_gpu(shift: int) -> None:
+    got = shifted_vectors(SHIFTED_INPUT.cuda(), shift, **SHIFTED_CALL)
+    want = torch.zeros(36, dtype=torch.float16)
+    want[shift : shift + 32] = torch.arange(1 + shift, 33 + shift, dtype=torch.float16)
+    torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0)
+
+
 def test_compile_errors_point_at_the_users_lines() -> None:
     broken = TorchMetalKernel(
         "cuda_broken",

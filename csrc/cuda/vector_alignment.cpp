@@ -1,0 +1,314 @@
+#include "cuda/vector_alignment.h"
+
+#include <algorithm>
+#include <cctype>
+#include <optional>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace coreai_torch::cuda {
+namespace {
+
+// PTX's widest access (ld.v4.b32, ld.v2.b64) moves 16 bytes: a vector of more
+// is split into 16-byte accesses however it is aligned.
+constexpr int kWidestAccess = 16;
+
+int element_bytes(std::string_view t) {
+  if (t == "i8") return 1;
+  if (t == "i16" || t == "half" || t == "bfloat") return 2;
+  if (t == "i32" || t == "float") return 4;
+  if (t == "i64" || t == "double") return 8;
+  return 0;
+}
+
+struct VectorType {
+  std::string spelling;  // "<4 x half>"
+  std::string element;   // "half"
+  std::string tag;       // "v4half", in the names of the functions
+  int count = 0;
+  int bytes = 0;
+};
+
+// The vector type `<N x T>` that `s` starts with.
+std::optional<VectorType> vector_type(std::string_view s) {
+  if (s.empty() || s[0] != '<') return std::nullopt;
+  const size_t close = s.find('>');
+  const size_t x = s.find(" x ");
+  if (close == std::string_view::npos || x == std::string_view::npos || x > close) {
+    return std::nullopt;
+  }
+  const std::string_view count = s.substr(1, x - 1);
+  const std::string_view element = s.substr(x + 3, close - x - 3);
+  if (count.empty() || count.size() > 3 ||
+      !std::all_of(count.begin(), count.end(), [](char c) { return std::isdigit(c) != 0; })) {
+    return std::nullopt;
+  }
+  const int n = std::stoi(std::string(count));
+  const int bytes = n * element_bytes(element);
+  if (bytes < 2 || (bytes & (bytes - 1)) != 0) return std::nullopt;  // not a power of two
+  return VectorType{std::string(s.substr(0, close + 1)), std::string(element),
+                    "v" + std::string(count) + std::string(element), n, bytes};
+}
+
+// A value named in the IR: %x, @g, %"quoted name".
+bool is_named_value(std::string_view s) {
+  if (s.size() < 2 || (s[0] != '%' && s[0] != '@')) return false;
+  if (s[1] == '"') return s.size() >= 3 && s.back() == '"' && s.find('"', 2) == s.size() - 1;
+  return std::all_of(s.begin() + 1, s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '$' || c == '.' ||
+           c == '_';
+  });
+}
+
+// One vector load or store, as the rewrite needs it.
+struct Access {
+  bool store = false;
+  VectorType type;
+  std::string space;    // "" (generic) or " addrspace(N)"
+  std::string pointer;  // the address operand, a named value
+  std::string value;    // a store's value operand
+  std::string result;   // a load's result name
+  int align = 0;
+  std::string debug_location;  // ", !dbg !N" when the access has one
+};
+
+// `rest` = "ptr[ addrspace(N)] OPERAND": the address space and the operand.
+bool parse_pointer(std::string_view rest, Access& a) {
+  if (rest.substr(0, 4) != "ptr ") return false;
+  rest.remove_prefix(4);
+  if (rest.substr(0, 10) == "addrspace(") {
+    const size_t close = rest.find(") ");
+    if (close == std::string_view::npos) return false;
+    a.space = " " + std::string(rest.substr(0, close + 1));
+    rest.remove_prefix(close + 2);
+  }
+  a.pointer = std::string(rest);
+  return is_named_value(rest);
+}
+
+// `tail` = ", align A[, metadata...]" ends the instruction.
+bool parse_alignment(std::string_view tail, Access& a) {
+  constexpr std::string_view kAlign = ", align ";
+  if (tail.substr(0, kAlign.size()) != kAlign) return false;
+  tail.remove_prefix(kAlign.size());
+  size_t digits = 0;
+  while (digits < tail.size() && std::isdigit(static_cast<unsigned char>(tail[digits])) != 0) {
+    ++digits;
+  }
+  if (digits == 0 || digits > 5) return false;
+  a.align = std::stoi(std::string(tail.substr(0, digits)));
+  tail.remove_prefix(digits);
+  if (!tail.empty() && tail.substr(0, 3) != ", !") return false;
+  if (const size_t dbg = tail.find("!dbg !"); dbg != std::string_view::npos) {
+    size_t end = dbg + 6;
+    while (end < tail.size() && std::isdigit(static_cast<unsigned char>(tail[end])) != 0) ++end;
+    a.debug_location = ", " + std::string(tail.substr(dbg, end - dbg));
+  }
+  return true;
+}
+
+// The access on `line`, if it is a plain (not volatile, not atomic) vector
+// load or store through a named pointer.
+std::optional<Access> parse_access(std::string_view line) {
+  const size_t start = line.find_first_not_of(' ');
+  if (start == std::string_view::npos) return std::nullopt;
+  line.remove_prefix(start);
+  Access a;
+  std::string_view rest;
+  if (line.substr(0, 6) == "store ") {
+    a.store = true;
+    rest = line.substr(6);
+  } else if (line[0] == '%') {
+    const size_t eq = line.find(" = load ");
+    if (eq == std::string_view::npos || !is_named_value(line.substr(0, eq))) return std::nullopt;
+    a.result = std::string(line.substr(0, eq));
+    rest = line.substr(eq + 8);
+  } else {
+    return std::nullopt;
+  }
+  std::optional<VectorType> type = vector_type(rest);  // volatile and atomic fail here
+  if (!type) return std::nullopt;
+  a.type = *type;
+  rest.remove_prefix(type->spelling.size());
+  const size_t align = rest.find(", align ");
+  if (align == std::string_view::npos || !parse_alignment(rest.substr(align), a)) {
+    return std::nullopt;
+  }
+  rest = rest.substr(0, align);
+  if (a.store) {
+    // " VALUE, ptr ... OPERAND": the value may be a constant vector with commas.
+    const size_t ptr = rest.rfind(", ptr ");
+    if (rest.substr(0, 1) != " " || ptr == std::string_view::npos || ptr < 2) return std::nullopt;
+    a.value = std::string(rest.substr(1, ptr - 1));
+    rest.remove_prefix(ptr + 2);
+  } else {
+    if (rest.substr(0, 2) != ", ") return std::nullopt;
+    rest.remove_prefix(2);
+  }
+  if (!parse_pointer(rest, a)) return std::nullopt;
+  return a;
+}
+
+int gain_of(const Access& a) { return std::min(a.type.bytes, kWidestAccess); }
+
+// The lines of `text`, without their line ends.
+std::vector<std::string_view> lines_of(const std::string& text) {
+  std::vector<std::string_view> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    lines.emplace_back(text.data() + start, end - start);
+    start = end + 1;
+  }
+  return lines;
+}
+
+// The block a label line starts ("%5" for `5:`, "%name" for `name:`), or "".
+std::string block_of_label(std::string_view line) {
+  if (line.empty() || line[0] == ' ' || line[0] == ';' || line[0] == '}') return {};
+  size_t end = 0;
+  if (line[0] == '"') {
+    end = line.find('"', 1);
+    if (end == std::string_view::npos) return {};
+    ++end;
+  } else {
+    while (end < line.size() && (std::isalnum(static_cast<unsigned char>(line[end])) != 0 ||
+                                 line[end] == '-' || line[end] == '$' || line[end] == '.' ||
+                                 line[end] == '_')) {
+      ++end;
+    }
+  }
+  if (end == 0 || end >= line.size() || line[end] != ':') return {};
+  return "%" + std::string(line.substr(0, end));
+}
+
+// The entry block's name: unnamed, it takes the number after the unnamed
+// parameters (%0, %1 ... then the block).
+std::string entry_block(std::string_view define) {
+  const size_t open = define.find('(');
+  const size_t close = define.rfind(')');
+  int unnamed = 0;
+  for (size_t i = open; open != std::string_view::npos && i + 1 < close; ++i) {
+    if (define[i] != ' ' || define[i + 1] != '%') continue;
+    size_t j = i + 2;
+    while (j < define.size() && std::isdigit(static_cast<unsigned char>(define[j])) != 0) ++j;
+    if (j > i + 2 && j < define.size() && (define[j] == ',' || define[j] == ')')) ++unnamed;
+  }
+  return "%" + std::to_string(unnamed);
+}
+
+// The access, tested: a branch on the address's low bits to one vector access
+// of the full alignment or to the access as it was, which the code generator
+// splits into element accesses; a load's value joins in a phi. The block is
+// split there: what follows the access, its terminator included, is now in
+// the block `join`.
+std::string versioned(const Access& a, std::string_view tail, const std::string& id,
+                      std::string& join) {
+  const std::string ptr = "ptr" + a.space + " " + a.pointer;
+  const std::string& t = a.type.spelling;
+  const int gain = gain_of(a);
+  join = "%" + id + ".join";
+  std::string v;
+  v += "  %" + id + ".address = ptrtoint " + ptr + " to i64\n";
+  v += "  %" + id + ".low = and i64 %" + id + ".address, " + std::to_string(gain - 1) + "\n";
+  v += "  %" + id + ".aligned = icmp eq i64 %" + id + ".low, 0\n";
+  v += "  br i1 %" + id + ".aligned, label %" + id + ".whole, label %" + id + ".elements\n";
+  for (const char* path : {"whole", "elements"}) {
+    const int align = std::string(path) == "whole" ? gain : a.align;
+    const std::string name = "%" + id + "." + path;
+    v += id + "." + path + ":\n";
+    if (a.store) {
+      v += "  store " + t + " " + a.value + ", " + ptr;
+    } else {
+      v += "  " + name + ".value = load " + t + ", " + ptr;
+    }
+    v += ", align " + std::to_string(align) + std::string(tail) + "\n";
+    v += "  br label " + join + "\n";
+  }
+  v += id + ".join:\n";
+  if (!a.store) {
+    v += "  " + a.result + " = phi " + t + " [ %" + id + ".whole.value, %" + id + ".whole ], [ %" +
+         id + ".elements.value, %" + id + ".elements ]\n";
+  }
+  return v;
+}
+
+// A function's lines with its under-aligned vector accesses versioned; `count`
+// grows by their number. The entry block is left whole where it holds allocas
+// (split, the allocas after the split would no longer be static).
+void version_function(const std::vector<std::string_view>& lines, std::string& out, int& count) {
+  const std::string entry = entry_block(lines.front());
+  bool entry_has_allocas = false;
+  for (size_t i = 1; i < lines.size() && block_of_label(lines[i]).empty(); ++i) {
+    if (lines[i].find(" = alloca ") != std::string_view::npos) entry_has_allocas = true;
+  }
+  std::string block = entry;  // the current block, as it was named
+  std::string current = entry;  // where its code after the last split goes
+  std::vector<std::pair<std::string, std::string>> moved;  // block -> its terminator's block
+  std::string body;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string_view line = lines[i];
+    if (std::string label = block_of_label(line); !label.empty()) {
+      if (current != block) moved.emplace_back(block, current);
+      block = current = label;
+    }
+    std::optional<Access> a = i == 0 ? std::nullopt : parse_access(line);
+    if (a && a->align < gain_of(*a) && !(block == entry && entry_has_allocas)) {
+      const std::string_view tail = line.substr(line.find(", align ") + 8);
+      const size_t metadata = tail.find(", !");
+      const std::string id = "coreai.vector" + std::to_string(count++);
+      body += versioned(*a, metadata == std::string_view::npos ? "" : tail.substr(metadata), id,
+                        current);
+      continue;
+    }
+    body += line;
+    body += '\n';
+  }
+  if (current != block) moved.emplace_back(block, current);
+  if (moved.empty()) {
+    out += body;
+    return;
+  }
+  // A block whose terminator moved is no longer its successors' predecessor:
+  // the block that took the terminator is.
+  for (std::string_view line : lines_of(body)) {
+    if (line.find(" = phi ") != std::string_view::npos) {
+      std::string phi(line);
+      for (const auto& [from, to] : moved) {
+        const std::string was = ", " + from + " ]";
+        const std::string now = ", " + to + " ]";
+        for (size_t at = phi.find(was); at != std::string::npos; at = phi.find(was, at + now.size())) {
+          phi.replace(at, was.size(), now);
+        }
+      }
+      out += phi;
+    } else {
+      out += line;
+    }
+    out += '\n';
+  }
+}
+
+}  // namespace
+
+VersionedVectors version_underaligned_vectors(const std::string& ir) {
+  VersionedVectors out;
+  out.ir.reserve(ir.size() + 4096);
+  const std::vector<std::string_view> lines = lines_of(ir);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].substr(0, 7) != "define " || lines[i].back() != '{') {
+      out.ir += lines[i];
+      out.ir += '\n';
+      continue;
+    }
+    size_t end = i;
+    while (end < lines.size() && lines[end] != "}") ++end;
+    version_function({lines.begin() + i, lines.begin() + std::min(end, lines.size())}, out.ir,
+                     out.count);
+    i = end - 1;
+  }
+  return out;
+}
+
+}  // namespace coreai_torch::cuda
