@@ -22,17 +22,24 @@ int element_bytes(std::string_view t) {
   return 0;
 }
 
-struct VectorType {
-  std::string spelling;  // "<4 x half>"
-  std::string element;   // "half"
-  std::string tag;       // "v4half", in the names of the functions
-  int count = 0;
+// The type an access moves.
+struct AccessType {
+  std::string spelling;  // "<4 x half>", "i32"
   int bytes = 0;
 };
 
-// The vector type `<N x T>` that `s` starts with.
-std::optional<VectorType> vector_type(std::string_view s) {
-  if (s.empty() || s[0] != '<') return std::nullopt;
+// The access type that `s` starts with: a vector `<N x T>` or a scalar of two
+// bytes or more, of a power-of-two size. (clang reads a vector whose elements
+// are used as one value, such as the bits of a half2, as an integer.)
+std::optional<AccessType> access_type(std::string_view s) {
+  if (s.empty()) return std::nullopt;
+  if (s[0] != '<') {
+    const size_t end = s.find_first_of(", ");
+    const std::string_view scalar = s.substr(0, end);
+    const int bytes = element_bytes(scalar);
+    if (bytes < 2) return std::nullopt;
+    return AccessType{std::string(scalar), bytes};
+  }
   const size_t close = s.find('>');
   const size_t x = s.find(" x ");
   if (close == std::string_view::npos || x == std::string_view::npos || x > close) {
@@ -44,11 +51,9 @@ std::optional<VectorType> vector_type(std::string_view s) {
       !std::all_of(count.begin(), count.end(), [](char c) { return std::isdigit(c) != 0; })) {
     return std::nullopt;
   }
-  const int n = std::stoi(std::string(count));
-  const int bytes = n * element_bytes(element);
+  const int bytes = std::stoi(std::string(count)) * element_bytes(element);
   if (bytes < 2 || (bytes & (bytes - 1)) != 0) return std::nullopt;  // not a power of two
-  return VectorType{std::string(s.substr(0, close + 1)), std::string(element),
-                    "v" + std::string(count) + std::string(element), n, bytes};
+  return AccessType{std::string(s.substr(0, close + 1)), bytes};
 }
 
 // A value named in the IR: %x, @g, %"quoted name".
@@ -64,7 +69,7 @@ bool is_named_value(std::string_view s) {
 // One vector load or store, as the rewrite needs it.
 struct Access {
   bool store = false;
-  VectorType type;
+  AccessType type;
   std::string space;    // "" (generic) or " addrspace(N)"
   std::string pointer;  // the address operand, a named value
   std::string value;    // a store's value operand
@@ -108,8 +113,8 @@ bool parse_alignment(std::string_view tail, Access& a) {
   return true;
 }
 
-// The access on `line`, if it is a plain (not volatile, not atomic) vector
-// load or store through a named pointer.
+// The access on `line`, if it is a plain (not volatile, not atomic) load or
+// store of a vector or a scalar of two bytes or more through a named pointer.
 std::optional<Access> parse_access(std::string_view line) {
   const size_t start = line.find_first_not_of(' ');
   if (start == std::string_view::npos) return std::nullopt;
@@ -127,7 +132,7 @@ std::optional<Access> parse_access(std::string_view line) {
   } else {
     return std::nullopt;
   }
-  std::optional<VectorType> type = vector_type(rest);  // volatile and atomic fail here
+  std::optional<AccessType> type = access_type(rest);  // volatile and atomic fail here
   if (!type) return std::nullopt;
   a.type = *type;
   rest.remove_prefix(type->spelling.size());

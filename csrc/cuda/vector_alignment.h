@@ -22,9 +22,10 @@ struct VersionedVectors {
   int count = 0;   // how many loads and stores are tested
 };
 
-// `ir` (optimized, clang -emit-llvm -S) with each under-aligned vector load
-// and store (up to 16 bytes, not volatile, not atomic, through a named
-// pointer) tested at run time: its block split at the access into a branch on
+// `ir` (optimized, clang -emit-llvm -S) with each under-aligned load and store
+// of a vector, or of the integer or float the optimizer made of one (up to 16
+// bytes, not volatile, not atomic, through a named pointer) tested at run
+// time: its block split at the access into a branch on
 // the address's low bits, one vector access of the full alignment on one
 // side and the access as it was on the other. For the code generator alone:
 // an optimizer would merge the two sides back into the lesser access. The
