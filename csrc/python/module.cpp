@@ -19,6 +19,7 @@
 #include "cpu/x86_division.h"
 #include "cuda/target.h"
 #include "cuda/toolchain.h"
+#include "cuda/vector_alignment.h"
 #include "python/kernel_call.h"
 #include "python/contract_module.h"
 #include "python/kernel_op.h"
@@ -160,6 +161,16 @@ PYBIND11_MODULE(_C, m) {
       "The PTX the CUDA backend compiles a registered kernel to for GPU architecture `arch` "
       "(sm_XY), in the form for launches with partial SIMD-groups or, with "
       "`whole_simdgroups`, without; needs no GPU.");
+  m.def(
+      "_cuda_version_vectors",
+      [](const std::string& ir) {
+        coreai_torch::cuda::VersionedVectors v = coreai_torch::cuda::version_underaligned_vectors(ir);
+        return pybind11::make_tuple(v.ir, v.count);
+      },
+      pybind11::arg("ir"),
+      "For tests: the CUDA backend's rewrite of optimized LLVM IR that tests the alignment of "
+      "under-aligned accesses at run time (cuda/vector_alignment.h); returns (IR, how many "
+      "accesses are tested).");
   m.def(
       "_cuda_uses_simdgroup_matrices",
       [](int64_t handle) {

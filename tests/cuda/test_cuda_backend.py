@@ -17,6 +17,7 @@ import time
 
 import pytest
 import torch
+from support import ptx_check
 from support.child_process import child_env, run
 from support.cuda_tools import requires_gpu
 from support.kernel_testing import observed_launches
@@ -200,6 +201,80 @@ def test_vector_accesses_test_their_alignment() -> None:
         want = torch.zeros(36, dtype=torch.float16)
         want[shift : shift + 32] = torch.arange(1 + shift, 33 + shift, dtype=torch.float16)
         torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+# Optimized IR as clang writes it for NVPTX: an entry block with an alloca
+# (left whole), accesses in a block whose successor has a phi naming it, a
+# volatile load (left alone), a store of a constant vector and an integer
+# load of element alignment (tested).
+_UNDERALIGNED_IR = """\
+target datalayout = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"
+target triple = "nvptx64-nvidia-cuda"
+
+define void @copies(ptr addrspace(1) %0, ptr addrspace(1) %1, i32 %2) {
+  %4 = alloca [4 x float], align 4
+  %5 = load <4 x half>, ptr addrspace(1) %0, align 2
+  store <4 x half> %5, ptr addrspace(1) %1, align 2
+  %6 = icmp eq i32 %2, 0
+  br i1 %6, label %7, label %14
+
+7:
+  %8 = getelementptr inbounds half, ptr addrspace(1) %0, i64 4
+  %9 = load <4 x half>, ptr addrspace(1) %8, align 2, !tbaa !0
+  %10 = getelementptr inbounds half, ptr addrspace(1) %1, i64 4
+  store <4 x half> %9, ptr addrspace(1) %10, align 2, !tbaa !0
+  %11 = load volatile <4 x half>, ptr addrspace(1) %8, align 2
+  %12 = getelementptr inbounds half, ptr addrspace(1) %0, i64 16
+  %13 = load i32, ptr addrspace(1) %12, align 2
+  br label %14
+
+14:
+  %15 = phi i32 [ 0, %3 ], [ %13, %7 ]
+  store <2 x i32> <i32 1, i32 2>, ptr addrspace(1) %1, align 4
+  store i32 %15, ptr addrspace(1) %1, align 4
+  ret void
+}
+
+!0 = !{!1, !1, i64 0}
+!1 = !{!"half", !2, i64 0}
+!2 = !{!"omnipotent char", !3, i64 0}
+!3 = !{!"Simple C++ TBAA"}
+"""
+
+
+@pytest.mark.skipif(not ptx_check.ENABLED, reason="needs libdevice and ptxas")
+def test_the_alignment_rewrite_keeps_the_ir_valid() -> None:
+    ir, tested = _C._cuda_version_vectors(_UNDERALIGNED_IR)
+    assert tested == 4, ir
+    # The entry block holds an alloca: its accesses stay as they were.
+    assert "%5 = load <4 x half>, ptr addrspace(1) %0, align 2\n" in ir
+    assert "store <4 x half> %5, ptr addrspace(1) %1, align 2\n" in ir
+    assert "load volatile <4 x half>, ptr addrspace(1) %8, align 2\n" in ir
+    # Each tested access: the full alignment on one side, as it was on the other.
+    assert "load <4 x half>, ptr addrspace(1) %8, align 8, !tbaa !0" in ir
+    assert "store <4 x half> %9, ptr addrspace(1) %10, align 8, !tbaa !0" in ir
+    assert "load i32, ptr addrspace(1) %12, align 4\n" in ir
+    assert "store <2 x i32> <i32 1, i32 2>, ptr addrspace(1) %1, align 8\n" in ir
+    assert ir.count("ptr addrspace(1) %8, align 2, !tbaa !0") == 1
+    # Block %7's terminator moved to the join of its last test, which the phi names.
+    assert re.search(r"%15 = phi i32 \[ 0, %3 \], \[ %13, %coreai\.vector\d+\.join \]", ir), ir
+    # clang's IR verifier accepts it, and the tested accesses become whole ones.
+    compiled = subprocess.run(
+        [
+            _C._cuda_compile_command("sm_90")[0],
+            *("-x", "ir", "--target=nvptx64-nvidia-cuda", "-march=sm_90", "-S", "-O3"),
+            *("-Xclang", "-disable-llvm-optzns", "-o", "-", "-"),
+        ],
+        input=ir,
+        capture_output=True,
+        text=True,
+    )
+    assert compiled.returncode == 0, compiled.stderr
+    ptx = compiled.stdout
+    assert len(re.findall(r"ld\.global\.v4\.b16", ptx)) == 1, ptx
+    assert len(re.findall(r"st\.global\.v4\.b16", ptx)) == 1, ptx
+    assert len(re.findall(r"st\.global\.v2\.u32", ptx)) == 1, ptx
+    assert len(re.findall(r"ld\.global\.u32", ptx)) == 1, ptx
 
 
 @requires_gpu
