@@ -56,14 +56,17 @@ std::optional<AccessType> access_type(std::string_view s) {
   return AccessType{std::string(s.substr(0, close + 1)), bytes};
 }
 
+// A character of an unquoted IR name.
+bool is_name_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '$' || c == '.' ||
+         c == '_';
+}
+
 // A value named in the IR: %x, @g, %"quoted name".
 bool is_named_value(std::string_view s) {
   if (s.size() < 2 || (s[0] != '%' && s[0] != '@')) return false;
   if (s[1] == '"') return s.size() >= 3 && s.back() == '"' && s.find('"', 2) == s.size() - 1;
-  return std::all_of(s.begin() + 1, s.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '$' || c == '.' ||
-           c == '_';
-  });
+  return std::all_of(s.begin() + 1, s.end(), is_name_char);
 }
 
 // One vector load or store, as the rewrite needs it.
@@ -75,7 +78,7 @@ struct Access {
   std::string value;    // a store's value operand
   std::string result;   // a load's result name
   int align = 0;
-  std::string debug_location;  // ", !dbg !N" when the access has one
+  std::string metadata;  // what follows the alignment: ", !tbaa !5" and the like, or ""
 };
 
 // `rest` = "ptr[ addrspace(N)] OPERAND": the address space and the operand.
@@ -105,11 +108,7 @@ bool parse_alignment(std::string_view tail, Access& a) {
   a.align = std::stoi(std::string(tail.substr(0, digits)));
   tail.remove_prefix(digits);
   if (!tail.empty() && tail.substr(0, 3) != ", !") return false;
-  if (const size_t dbg = tail.find("!dbg !"); dbg != std::string_view::npos) {
-    size_t end = dbg + 6;
-    while (end < tail.size() && std::isdigit(static_cast<unsigned char>(tail[end])) != 0) ++end;
-    a.debug_location = ", " + std::string(tail.substr(dbg, end - dbg));
-  }
+  a.metadata = std::string(tail);
   return true;
 }
 
@@ -178,11 +177,7 @@ std::string block_of_label(std::string_view line) {
     if (end == std::string_view::npos) return {};
     ++end;
   } else {
-    while (end < line.size() && (std::isalnum(static_cast<unsigned char>(line[end])) != 0 ||
-                                 line[end] == '-' || line[end] == '$' || line[end] == '.' ||
-                                 line[end] == '_')) {
-      ++end;
-    }
+    while (end < line.size() && is_name_char(line[end])) ++end;
   }
   if (end == 0 || end >= line.size() || line[end] != ':') return {};
   return "%" + std::string(line.substr(0, end));
@@ -207,13 +202,11 @@ std::string entry_block(std::string_view define) {
 // of the full alignment or to the access as it was, which the code generator
 // splits into element accesses; a load's value joins in a phi. The block is
 // split there: what follows the access, its terminator included, is now in
-// the block `join`.
-std::string versioned(const Access& a, std::string_view tail, const std::string& id,
-                      std::string& join) {
+// the block `%<id>.join`.
+std::string versioned(const Access& a, const std::string& id) {
   const std::string ptr = "ptr" + a.space + " " + a.pointer;
   const std::string& t = a.type.spelling;
   const int gain = gain_of(a);
-  join = "%" + id + ".join";
   std::string v;
   v += "  %" + id + ".address = ptrtoint " + ptr + " to i64\n";
   v += "  %" + id + ".low = and i64 %" + id + ".address, " + std::to_string(gain - 1) + "\n";
@@ -221,15 +214,14 @@ std::string versioned(const Access& a, std::string_view tail, const std::string&
   v += "  br i1 %" + id + ".aligned, label %" + id + ".whole, label %" + id + ".elements\n";
   for (const char* path : {"whole", "elements"}) {
     const int align = std::string(path) == "whole" ? gain : a.align;
-    const std::string name = "%" + id + "." + path;
     v += id + "." + path + ":\n";
     if (a.store) {
       v += "  store " + t + " " + a.value + ", " + ptr;
     } else {
-      v += "  " + name + ".value = load " + t + ", " + ptr;
+      v += "  %" + id + "." + path + ".value = load " + t + ", " + ptr;
     }
-    v += ", align " + std::to_string(align) + std::string(tail) + "\n";
-    v += "  br label " + join + "\n";
+    v += ", align " + std::to_string(align) + a.metadata + "\n";
+    v += "  br label %" + id + ".join\n";
   }
   v += id + ".join:\n";
   if (!a.store) {
@@ -260,11 +252,9 @@ void version_function(const std::vector<std::string_view>& lines, std::string& o
     }
     std::optional<Access> a = i == 0 ? std::nullopt : parse_access(line);
     if (a && a->align < gain_of(*a) && !(block == entry && entry_has_allocas)) {
-      const std::string_view tail = line.substr(line.find(", align ") + 8);
-      const size_t metadata = tail.find(", !");
       const std::string id = "coreai.vector" + std::to_string(count++);
-      body += versioned(*a, metadata == std::string_view::npos ? "" : tail.substr(metadata), id,
-                        current);
+      body += versioned(*a, id);
+      current = "%" + id + ".join";
       continue;
     }
     body += line;
