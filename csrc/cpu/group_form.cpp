@@ -19,6 +19,7 @@ namespace {
 
 using group_form::Analysis;
 using group_form::Name;
+using group_form::Site;
 using group_form::Sync;
 using group_form::Uniformity;
 using group_form::Variable;
@@ -770,9 +771,25 @@ class Emitter {
           alive +
           "const ::coreai_cpu_thread coreai_th{{coreai_x, coreai_y, coreai_z}, coreai_t}; ";
     }
-    out_ += head + loop_prologue(pieces, segment_first) + "{" + pieces_text(pieces) + "\n}";
+    const std::string prologue = loop_prologue(pieces, segment_first);
+    const size_t branch = returns ? pieces.size() : branch_of_every_thread(pieces);
+    if (branch < pieces.size()) {
+      // The condition for every running thread first; then the branch they
+      // all take alone, or the pieces as written.
+      const Statement& st = *pieces[branch].statement;
+      const std::string every = "coreai_every_" + std::to_string(versioned_++);
+      const std::vector<Piece> prefix(pieces.begin(), pieces.begin() + static_cast<long>(branch));
+      std::vector<Piece> taken = pieces;
+      taken[branch] = {&st.body[0], {}};
+      out_ += "\n{ bool " + every + " = true;" + head + prologue + "{" + pieces_text(prefix) +
+              "\n" + every + " &= bool(" + placed(st.head[0].first, st.head[0].second) +
+              ");\n}\n}\nif (" + every + ") {" + head + prologue + "{" + pieces_text(taken) +
+              "\n}\n}\n} else {";
+    }
+    out_ += head + prologue + "{" + pieces_text(pieces) + "\n}";
     if (returns) out_ += " " + label + ": ;";
     out_ += "\n}";
+    if (branch < pieces.size()) out_ += "\n}\n}";
     ++loops_;
     if (returns) {
       out_ += in_simd_ ? "\nif (!coreai_f.any(coreai_sg)) {" +
@@ -781,6 +798,62 @@ class Emitter {
     }
     pieces.clear();
     extra_reads_.clear();
+  }
+
+  // A loop over threads whose pieces are pure declarations and then an if
+  // (MLX's `const int offset = r * lsize * 4 + lid * 4; if (offset + 4 <= n)
+  // {...} else {...}`) also runs as two loops: the first evaluates the
+  // condition for every running thread; where all take the then branch, the
+  // second runs the pieces with that branch in place of the if. The compiler
+  // vectorises a loop over threads with the if's branches masked: the then
+  // branch's loads and stores of consecutive threads become gathers and
+  // scatters, and the else branch runs too. Without the if they are whole
+  // vectors. The index of that if among `pieces`, or pieces.size() where the
+  // condition could change while the loop runs: the declarations and the
+  // condition must be pure (no assignment, no call with effects, no memory
+  // read), and no piece may modify a variable they read, nor any code reach
+  // one through its address.
+  size_t branch_of_every_thread(const std::vector<Piece>& pieces) const {
+    const size_t none = pieces.size();
+    std::set<const Statement*> prefix;
+    std::vector<TokenRange> reads;
+    size_t i = 0;
+    for (; i < pieces.size(); ++i) {
+      const Statement* st = pieces[i].statement;
+      if (st == nullptr) return none;
+      if (st->kind == StatementKind::If) break;
+      if (!is_declaration(*st) || declares_type(s_, t_, *st)) return none;
+      for (const int v : declared_in(*st)) {
+        const Storage where = storage_[static_cast<size_t>(v)];
+        if (where != Storage::Local && where != Storage::Single) return none;
+        const Declarator& dc = declarator(v);
+        if (dc.init != Declarator::Init::None) reads.push_back(dc.init_tokens);
+      }
+      prefix.insert(st);
+    }
+    if (i == none) return none;
+    const Statement& branch = *pieces[i].statement;
+    if (is_declaration(branch.body[0])) return none;
+    reads.push_back(branch.head[0]);
+    for (const TokenRange& r : reads) {
+      if (!a_.pure(r)) return none;
+      for (size_t k = r.first; k < r.second; ++k) {
+        const Name& n = a_.names[k];
+        if (n.kind == Name::Kind::Buffer) return none;
+        if (n.kind != Name::Kind::Variable || prefix.contains(var(n.index).statement)) continue;
+        const Variable& x = var(n.index);
+        if (x.escapes || x.threadgroup || x.matrix) return none;
+        for (const Site& site : x.sites) {
+          for (const Piece& p : pieces) {
+            if (p.statement != nullptr && site.token >= p.statement->first &&
+                site.token < p.statement->last) {
+              return none;
+            }
+          }
+        }
+      }
+    }
+    return i;
   }
 
   // ---- lists -------------------------------------------------------------------------
@@ -842,7 +915,7 @@ class Emitter {
   bool in_simd_ = false;
   bool kills_ = false;    // a thread may stop early (return, or the terminal if)
   int labels_ = 0, loops_ = 0, exchanges_ = 0, regions_ = 0, simd_regions_ = 0, matrices_ = 0,
-      interchanged_ = 0;
+      interchanged_ = 0, versioned_ = 0;
 };
 
 // ---- group level -------------------------------------------------------------------
@@ -1439,6 +1512,7 @@ bool Emitter::emit(std::string& rendering, std::string& summary) {
             " SIMD-group functions on the lanes' values, " + std::to_string(matrices_) +
             " simdgroup matrix statements, " + std::to_string(interchanged_) +
             " loops of a uniform trip count with the threads innermost, " +
+            std::to_string(versioned_) + " loops also run without an if every thread takes, " +
             std::to_string(slots) + " values kept per thread across regions";
   return true;
 }

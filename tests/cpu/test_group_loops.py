@@ -403,6 +403,89 @@ def test_row_loops_with_carried_values_reductions_and_returns(monkeypatch) -> No
     torch.testing.assert_close(out.double(), want, rtol=1e-5, atol=1e-2)
 
 
+# MLX's looped RMSNorm, reduced: a branch every thread of a step takes until
+# the row's last, partial step (`offset + 2 <= n`), whose else branch reads
+# what is left of the row one value at a time.
+EVERY_THREAD_BRANCH = """
+const uint n = x.get_extent(0) / rows;
+device const float* in = &x[row * n];
+float acc = 0.0f;
+for (uint r = 0; r < n; r += 64 * 2) {
+    const uint offset = r + lid * 2;
+    if (offset + 2 <= n) {
+        for (int i = 0; i < 2; i++) acc += in[offset + i] * in[offset + i];
+    } else {
+        for (int i = 0; i < 2; i++) acc += offset + i < n ? 3.0f * in[offset + i] : 0.0f;
+    }
+}
+out[row * 64 + lid] = simd_sum(acc);
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "versioned"),
+    [
+        (EVERY_THREAD_BRANCH, 1),
+        # The condition reads a variable the loop's pieces change: its value
+        # for a thread is only known when that thread gets there.
+        (
+            EVERY_THREAD_BRANCH.replace("float acc = 0.0f;", "float acc = 0.0f;\nuint limit = n;")
+            .replace("offset + 2 <= n", "offset + 2 <= limit")
+            .replace("acc += offset + i < n", "limit = 0; acc += offset + i < n"),
+            0,
+        ),
+        # A declaration before the if that reads memory.
+        (
+            EVERY_THREAD_BRANCH.replace(
+                "const uint offset = r + lid * 2;", "const uint offset = r + lid * 2 + uint(in[0]);"
+            ),
+            0,
+        ),
+        # A statement before the if that is not a declaration.
+        (EVERY_THREAD_BRANCH.replace("const uint offset", "acc += 0.5f; const uint offset"), 0),
+    ],
+)
+def test_which_loops_also_run_without_a_branch_every_thread_takes(
+    body: str, versioned: int
+) -> None:
+    form, why, summary = form_of(body, [LID, ROW, ROWS])
+    assert form == "group_loops", why
+    assert f" {versioned} loops also run without an if every thread takes" in summary
+
+
+@pytest.mark.parametrize("n", [256, 301])
+def test_a_branch_every_thread_takes_and_the_partial_step_after_it(monkeypatch, n: int) -> None:
+    # n = 301: steps at 0 and 128 take the branch in every thread, the step at
+    # 256 only in threads 0-21 (256 + 2 * 21 + 2 = 300), thread 22 reads the
+    # last value in the else branch; n = 256: every step takes the branch.
+    rows = 3
+    x = torch.randn(rows * n, generator=torch.Generator().manual_seed(5))
+    (out,) = both_forms(
+        monkeypatch,
+        f"gl_every_{n}",
+        [Tensor("x")],
+        [Tensor("out")],
+        EVERY_THREAD_BRANCH,
+        [LID, ROW, ROWS],
+        (x,),
+        grid=(64 * rows, 1, 1),
+        group=(64, 1, 1),
+        shapes=[[64 * rows]],
+    )
+    xd = x.double().view(rows, n)
+    want = torch.empty(rows, 64, dtype=torch.float64)
+    for row in range(rows):
+        per_thread = torch.zeros(64, dtype=torch.float64)
+        for lid in range(64):
+            for r in range(0, n, 128):
+                offset = r + 2 * lid
+                values = xd[row, offset : offset + 2]
+                per_thread[lid] += (values * values).sum() if offset + 2 <= n else 3 * values.sum()
+        want[row, :32] = per_thread[:32].sum()
+        want[row, 32:] = per_thread[32:].sum()
+    torch.testing.assert_close(out.double().view(rows, 64), want, rtol=1e-5, atol=1e-4)
+
+
 def test_a_uniform_loop_between_barriers_at_group_level(monkeypatch) -> None:
     body = """
     threadgroup float tile[64];
