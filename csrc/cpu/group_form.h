@@ -17,7 +17,8 @@
 // variable that lives across a region boundary gets one slot per thread;
 // values the uniformity analysis proves equal for all threads stay single;
 // barriers inside loops and ifs whose conditions are uniform keep their
-// control flow around the loops; a thread that returns is marked and skipped.
+// control flow around the loops; a thread that returns is marked and skipped;
+// a loop over threads whose if every thread takes runs that branch alone.
 // Regions holding SIMD-group operations become loops over SIMD-groups of loops
 // over their 32 lanes; a SIMD-group function collects the lanes' arguments,
 // computes every lane's result once, and hands them out; a simdgroup matrix is
