@@ -840,7 +840,13 @@ class Emitter {
       for (size_t k = r.first; k < r.second; ++k) {
         const Name& n = a_.names[k];
         if (n.kind == Name::Kind::Buffer) return none;
-        if (n.kind != Name::Kind::Variable || prefix.contains(var(n.index).statement)) continue;
+        if (n.kind != Name::Kind::Variable) continue;
+        // A thread's own declaration, made again in each loop (a single
+        // variable is one copy for all threads, checked as any other).
+        if (prefix.contains(var(n.index).statement) &&
+            storage_[static_cast<size_t>(n.index)] == Storage::Local) {
+          continue;
+        }
         const Variable& x = var(n.index);
         if (x.escapes || x.threadgroup || x.matrix) return none;
         for (const Site& site : x.sites) {
