@@ -773,7 +773,8 @@ class Emitter {
     }
     const std::string prologue = loop_prologue(pieces, segment_first);
     const size_t branch = returns ? pieces.size() : branch_of_every_thread(pieces);
-    if (branch < pieces.size()) {
+    const bool versioned = branch < pieces.size();
+    if (versioned) {
       // The condition for every running thread first; then the branch they
       // all take alone, or the pieces as written.
       const Statement& st = *pieces[branch].statement;
@@ -789,7 +790,7 @@ class Emitter {
     out_ += head + prologue + "{" + pieces_text(pieces) + "\n}";
     if (returns) out_ += " " + label + ": ;";
     out_ += "\n}";
-    if (branch < pieces.size()) out_ += "\n}\n}";
+    if (versioned) out_ += "\n}\n}";  // the else, then the block of the flag
     ++loops_;
     if (returns) {
       out_ += in_simd_ ? "\nif (!coreai_f.any(coreai_sg)) {" +

@@ -334,6 +334,23 @@ out[row * 64 + lid] = s + 1000.0f * acc + 1.0e6f * tail;
 """
 
 
+def both_forms_by_rows(monkeypatch, name: str, body: str, x: torch.Tensor, rows: int):
+    """A row kernel over ``x`` (one input, one result of 64 values a row), in both forms."""
+    (out,) = both_forms(
+        monkeypatch,
+        name,
+        [Tensor("x")],
+        [Tensor("out")],
+        body,
+        [LID, ROW, ROWS],
+        (x,),
+        grid=(64 * rows, 1, 1),
+        group=(64, 1, 1),
+        shapes=[[64 * rows]],
+    )
+    return out
+
+
 @pytest.mark.parametrize(
     ("body", "interchanged"),
     [
@@ -375,18 +392,7 @@ def test_which_loops_run_with_the_threads_innermost(body: str, interchanged: int
 def test_row_loops_with_carried_values_reductions_and_returns(monkeypatch) -> None:
     rows, n = 3, 300  # the last step of the row loop is partial (300 = 2 * 128 + 44)
     x = torch.randn(rows * n, generator=torch.Generator().manual_seed(11)) * 4
-    (out,) = both_forms(
-        monkeypatch,
-        "gl_rowloops",
-        [Tensor("x")],
-        [Tensor("out")],
-        ROW_LOOPS,
-        [LID, ROW, ROWS],
-        (x,),
-        grid=(64 * rows, 1, 1),
-        group=(64, 1, 1),
-        shapes=[[64 * rows]],
-    )
+    out = both_forms_by_rows(monkeypatch, "gl_rowloops", ROW_LOOPS, x, rows)
     want = torch.empty(rows * 64, dtype=torch.float64)
     xd = x.double().view(rows, n)
     for row in range(rows):
@@ -460,18 +466,7 @@ def test_a_branch_every_thread_takes_and_the_partial_step_after_it(monkeypatch, 
     # last value in the else branch; n = 256: every step takes the branch.
     rows = 3
     x = torch.randn(rows * n, generator=torch.Generator().manual_seed(5))
-    (out,) = both_forms(
-        monkeypatch,
-        f"gl_every_{n}",
-        [Tensor("x")],
-        [Tensor("out")],
-        EVERY_THREAD_BRANCH,
-        [LID, ROW, ROWS],
-        (x,),
-        grid=(64 * rows, 1, 1),
-        group=(64, 1, 1),
-        shapes=[[64 * rows]],
-    )
+    out = both_forms_by_rows(monkeypatch, f"gl_every_{n}", EVERY_THREAD_BRANCH, x, rows)
     xd = x.double().view(rows, n)
     want = torch.empty(rows, 64, dtype=torch.float64)
     for row in range(rows):
