@@ -218,11 +218,14 @@ struct Sizes {
   int64_t barrier_groups;
   int64_t barrier_count;
   Plan tiny_plan, big_plan;
+  // The 2^24 add's time moves by 5-10% from call to call on a shared machine
+  // (its page faults and memory bandwidth): 41 calls a side steady its median.
+  Plan vector_plan;
 };
 
 Sizes sizes_for(bool smoke) {
-  if (smoke) return {16, 12, 32, 2, 4, {1, 3, 5}, {1, 3, 1}};
-  return {16, 24, 256, 64, 64, {2000, 15, 2000}, {2, 11, 1}};
+  if (smoke) return {16, 12, 32, 2, 4, {1, 3, 5}, {1, 3, 1}, {1, 3, 1}};
+  return {16, 24, 256, 64, 64, {2000, 15, 2000}, {2, 11, 1}, {2, 41, 1}};
 }
 
 constexpr int64_t kTile = 16;  // benchmarks/bench_kernels.py: TILE
@@ -322,7 +325,7 @@ Row vector_add_row(const CoreaiOps& ops, int64_t add, const Sizes& s) {
   const at::Tensor x = at::randn({n}), y = at::randn({n});
   const Launch call{&ops, add, {x, y}, {}, {n, 1, 1}, {1024, 1, 1}, {n}};
   check_close("bench_add (vector)", call(), at::add(x, y), 0, 0);
-  const auto t = measure({[&] { call(); }, [&] { at::add(x, y); }}, s.big_plan);
+  const auto t = measure({[&] { call(); }, [&] { at::add(x, y); }}, s.vector_plan);
   const Timing& ours = t[0];
   const Timing& base = t[1];
   const double gb = 3.0 * n * sizeof(float) / 1e9;  // two reads and one write per element

@@ -189,12 +189,92 @@ std::string describe_fault(KernelExit exit, const std::string& kernel, uintptr_t
   return msg.str();
 }
 
+// ---- large results: their pages ------------------------------------------
+
+// A large result is fresh memory from the allocator, and each of its pages
+// would trap on the kernel's first store to it, one fault per 4 KiB page.
+// Asking Linux to map the pages (MADV_POPULATE_WRITE, Linux 5.14) does the
+// same zeroing without the traps: one thread adding 2^24 floats into a fresh
+// 64 MiB result took 44-48 ms with the faults and 33 ms after mapping (a
+// standalone copy of the loop).
+// When they are mapped matters too: pages mapped all before the groups run are zeroed
+// out of the cache by the time the kernel stores to them, and each store
+// then reads its line back from memory. So each worker maps the slice of
+// every large result that its next groups are likely to write, a few hundred
+// KiB at a time (the zeroed lines are still in its L2 when the stores come):
+// the slice of group g of G is the same fraction g/G of the result, exact for
+// a kernel whose groups write their results in order, as elementwise kernels
+// do. Other kernels still get each page mapped once (slices tile a result);
+// a page stored to before its slice is mapped faults in as usual.
+// A hint only: where it is refused (an older kernel), the pages fault in as
+// they would have. Contents are untouched: the results are uninitialised
+// memory either way.
+class ResultPages {
+ public:
+  ResultPages() = default;  // maps nothing
+  ResultPages(const LaunchArgs& args, int64_t groups) : groups_(groups) {
+#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
+    static const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    page_mask_ = ~(page - 1);
+    uintptr_t bytes = 0;
+    for (size_t i = args.args.size() - args.num_results; i < args.args.size(); ++i) {
+      const at::Tensor& t = args.args[i].tensor;
+      if (t.nbytes() < kMinBytes) continue;
+      const auto start = reinterpret_cast<uintptr_t>(t.data_ptr());
+      const Range r{(start + page - 1) & page_mask_, (start + t.nbytes()) & page_mask_};
+      ranges_.push_back(r);
+      bytes += r.end - r.begin;
+    }
+    if (!ranges_.empty()) {
+      step_ = std::max<int64_t>(
+          1, static_cast<int64_t>(static_cast<double>(kSliceBytes) * groups / bytes));
+    }
+#else
+    (void)args;
+#endif
+  }
+
+  // Maps the slices of groups [group, the returned group), at most `step_`
+  // groups and never past `end`. Returns `end` when there is nothing to map.
+  int64_t map_ahead(int64_t group, int64_t end) const {
+    if (ranges_.empty()) return end;
+    const int64_t until = std::min(end, group + step_);
+#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
+    for (const Range& r : ranges_) {
+      const uintptr_t from = offset(r, group);
+      const uintptr_t to = until == groups_ ? r.end : offset(r, until);
+      if (to > from) (void)madvise(reinterpret_cast<void*>(from), to - from, MADV_POPULATE_WRITE);
+    }
+#endif
+    return until;
+  }
+
+ private:
+  static constexpr size_t kMinBytes = size_t{4} << 20;
+  static constexpr double kSliceBytes = 256 << 10;  // over all large results
+  struct Range {
+    uintptr_t begin, end;
+  };
+
+  // The page where group `g`'s slice of `r` starts.
+  uintptr_t offset(const Range& r, int64_t g) const {
+    const auto fraction = static_cast<unsigned __int128>(r.end - r.begin) * g / groups_;
+    return r.begin + (static_cast<uintptr_t>(fraction) & page_mask_);
+  }
+
+  std::vector<Range> ranges_;
+  int64_t groups_ = 0;
+  int64_t step_ = 0;
+  uintptr_t page_mask_ = 0;
+};
+
 // Runs every threadgroup once. Groups are independent (Metal guarantees no
 // order between them), so they are spread over torch's intra-op threads; the
 // threads of one group always run on one OS thread, which is what makes
 // `static thread_local` threadgroup memory private to the running group.
+// `map_results`: map the large results' pages as the groups run (ResultPages).
 void run_groups(const KernelLibrary& lib, void* const* ptrs, const LaunchArgs& args,
-                LaunchState& state, const LaunchScope& scope) {
+                LaunchState& state, const LaunchScope& scope, bool map_results) {
   coreai_cpu_group proto{};
   proto.meta_count = static_cast<uint32_t>(args.meta.size());
   int64_t total = 1;
@@ -205,6 +285,7 @@ void run_groups(const KernelLibrary& lib, void* const* ptrs, const LaunchArgs& a
     total *= proto.groups_per_grid[d];
   }
   if (total == 0) return;  // an empty grid runs nothing
+  const ResultPages pages = map_results ? ResultPages(args, total) : ResultPages();
   const int64_t threads_per_group =
       int64_t{args.group[0]} * int64_t{args.group[1]} * int64_t{args.group[2]};
   // Loop mode: enough threads per task to amortise scheduling; fiber mode:
@@ -245,8 +326,10 @@ void run_groups(const KernelLibrary& lib, void* const* ptrs, const LaunchArgs& a
       }
     } release_stacks{runner};
     coreai_cpu_group g = proto;
+    int64_t mapped = begin;  // result pages are mapped up to this group's slice
     for (int64_t linear = begin; linear < end; ++linear) {
       if (state.stopped()) break;
+      if (linear == mapped) mapped = pages.map_ahead(linear, end);
       if (scope.interrupted()) {
         state.stop(/*interrupted=*/true);
         break;
@@ -282,45 +365,6 @@ void run_groups(const KernelLibrary& lib, void* const* ptrs, const LaunchArgs& a
       break;
     }
   });
-}
-
-// ---- large results: their pages ------------------------------------------
-
-// A large result is fresh memory from the allocator, and each of its pages
-// would trap on the kernel's first store to it, one fault per 4 KiB page.
-// Asking Linux to map the pages first (MADV_POPULATE_WRITE, Linux 5.14) does
-// the same zeroing without the traps: one thread adding 2^24 floats into a
-// fresh 64 MiB result took 44-48 ms with the faults and 33 ms after mapping
-// (a standalone copy of the loop). The pages are mapped in 2 MiB pieces
-// spread over torch's intra-op threads, like the groups.
-// A hint only: where it is refused (an older kernel), the pages fault in as
-// they would have. Contents are untouched: the results are uninitialised
-// memory either way.
-constexpr size_t kMapAheadMinBytes = size_t{4} << 20;
-constexpr size_t kMapAheadPieceBytes = size_t{2} << 20;
-
-void map_result_pages(const LaunchArgs& args) {
-#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
-  for (size_t i = args.args.size() - args.num_results; i < args.args.size(); ++i) {
-    const at::Tensor& t = args.args[i].tensor;
-    if (t.nbytes() < kMapAheadMinBytes) continue;
-    static const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-    const auto start = reinterpret_cast<uintptr_t>(t.data_ptr());
-    const uintptr_t begin = (start + page - 1) & ~(page - 1);
-    const uintptr_t end = (start + t.nbytes()) & ~(page - 1);
-    const auto pieces =
-        static_cast<int64_t>((end - begin + kMapAheadPieceBytes - 1) / kMapAheadPieceBytes);
-    at::parallel_for(0, pieces, 1, [&](int64_t first, int64_t last) {
-      for (int64_t p = first; p < last; ++p) {
-        const uintptr_t from = begin + static_cast<uintptr_t>(p) * kMapAheadPieceBytes;
-        const size_t bytes = std::min<uintptr_t>(kMapAheadPieceBytes, end - from);
-        (void)madvise(reinterpret_cast<void*>(from), bytes, MADV_POPULATE_WRITE);
-      }
-    });
-  }
-#else
-  (void)args;
-#endif
 }
 
 // Refuses a launch whose stacks cannot fit, before anything runs.
@@ -475,8 +519,7 @@ void run(int64_t handle, const KernelRecord& record, LaunchArgs& args) {
     TORCH_CHECK(!state.failed(), state.report());
   };
   if (!debug) {
-    map_result_pages(args);
-    run_groups(lib, ptrs.data(), args, state, scope);
+    run_groups(lib, ptrs.data(), args, state, scope, /*map_results=*/true);
     finish();
     return;
   }
@@ -502,7 +545,7 @@ void run(int64_t handle, const KernelRecord& record, LaunchArgs& args) {
         explicit Checking(AccessChecker* c) { AccessChecker::set_current(c); }
         ~Checking() { AccessChecker::set_current(nullptr); }
       } checking(pass == 0 ? &checker : nullptr);
-      run_groups(lib, ptrs.data(), args, state, scope);
+      run_groups(lib, ptrs.data(), args, state, scope, /*map_results=*/false);
     }
     if (pass == 0 && !state.interrupted()) {
       // (Raw findings can all turn out to be one call: none to report.)

@@ -1,9 +1,10 @@
-"""Large results are mapped before the kernel runs (csrc/cpu/launcher.cpp, map_result_pages).
+"""Large results are mapped as the groups run (csrc/cpu/launcher.cpp, ResultPages).
 
 A kernel's first store to each page of a fresh result would otherwise trap,
-one page fault per 4 KiB; mapping them in one request first is what brings a
-2^24-element add level with torch.add (benchmarks/README.md). mincore(2) says
-which pages of the result are mapped after a launch that stored into one.
+one page fault per 4 KiB; mapping them a slice at a time just before the
+groups that write them is what brings a 2^24-element add level with torch.add
+(benchmarks/README.md). mincore(2) says which pages of a result are mapped
+after a launch that stored into a few of them.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def _mapped_pages(t: torch.Tensor) -> tuple[int, int]:
 
 
 @pytest.mark.skipif(not _populate_supported(), reason="the Linux kernel lacks MADV_POPULATE_WRITE")
-def test_a_large_result_is_mapped_before_the_kernel_runs() -> None:
+def test_every_page_of_a_large_result_is_mapped() -> None:
     one_store = kernel(
         "map_ahead_one_store", [Tensor("x")], [Tensor("out")], "if (id == 0) out[0] = x[0];", GID
     )
@@ -57,3 +58,37 @@ def test_a_large_result_is_mapped_before_the_kernel_runs() -> None:
     mapped, total = _mapped_pages(out)
     # One store touched one page; every page is mapped.
     assert mapped == total, f"{mapped} of {total} pages mapped"
+
+
+@pytest.mark.skipif(not _populate_supported(), reason="the Linux kernel lacks MADV_POPULATE_WRITE")
+def test_the_slices_of_many_groups_map_every_page_of_every_large_result() -> None:
+    # 1024 groups over two large results of different sizes, each group storing
+    # one element: the groups' slices must tile both results, page for page.
+    first_store = kernel(
+        "map_ahead_first_store",
+        [Tensor("x")],
+        [Tensor("small"), Tensor("big")],
+        """
+        if (id % 64 == 0) {
+            small[id / 64] = x[0] + float(id);
+            big[big.get_extent(0) - 1 - id] = float(id);
+        }
+        """,
+        GID,
+    )
+    groups, per_group = 1024, 64
+    small_n, big_n = (5 << 20) // 4, (12 << 20) // 4 + 3  # 5 MiB and 12 MiB (not whole pages)
+    small, big = first_store(
+        torch.full((1,), 0.5),
+        grid=(groups * per_group, 1, 1),
+        group=(per_group, 1, 1),
+        shapes=[[small_n], [big_n]],
+    )
+    ids = torch.arange(0, groups * per_group, per_group, dtype=torch.float32)
+    torch.testing.assert_close(small[:groups], ids + 0.5, rtol=0, atol=0)
+    torch.testing.assert_close(
+        big[big_n - groups * per_group :].flip(0)[::per_group], ids, rtol=0, atol=0
+    )
+    for result in (small, big):
+        mapped, total = _mapped_pages(result)
+        assert mapped == total, f"{mapped} of {total} pages mapped"
