@@ -244,23 +244,23 @@ std::string entry_shim(const KernelRecord& record, ExecutionForm form) {
     for (size_t i = 0; i < meta; ++i) {
       s << "  const coreai::held_arg<coreai_param<" << i << ">> held" << i << "(a[" << i << "]);\n";
     }
+    // The metadata's length is the kernel's (its tensors' ranks): which copy
+    // of the loop runs is known here, and only that one is compiled.
+    const auto entries = static_cast<size_t>(record.layout.length);
     s << "  using coreai_meta_type = std::remove_pointer_t<coreai_param<" << meta << ">>;\n"
-      << "  if (g.meta_count <= coreai::kHeldMetaEntries) {\n"
-      << "    std::remove_cv_t<coreai_meta_type> meta[coreai::kHeldMetaEntries];\n"
-      << "    std::memcpy(meta, a[" << meta << "], g.meta_count * sizeof(coreai_meta_type));\n";
+      << "  if constexpr (" << entries << " <= coreai::kHeldMetaEntries) {\n"
+      << "    std::remove_cv_t<coreai_meta_type> meta[" << std::max<size_t>(entries, 1) << "];\n"
+      << "    std::memcpy(meta, a[" << meta << "], " << entries
+      << " * sizeof(coreai_meta_type));\n";
     if (!unit.empty()) {
       // Storing the constant 1 over entries that hold 1 changes nothing but
       // what the compiler knows: contiguous views, hence vector loads/stores.
-      // Only entries inside the held copy: a longer buffer is read where it is.
-      const size_t last = *std::max_element(unit.begin(), unit.end());
-      s << "    if constexpr (" << last << " < coreai::kHeldMetaEntries) {\n"
-        << "      if (g.meta_count > " << last;
-      for (size_t k : unit) s << " && meta[" << k << "] == 1";
-      s << ") {\n       ";
+      s << "    if (";
+      for (size_t k : unit) s << (k == unit.front() ? "" : " && ") << "meta[" << k << "] == 1";
+      s << ") {\n     ";
       for (size_t k : unit) s << " meta[" << k << "] = 1;";
-      s << "\n        " << run_threads << "\n"
-        << "        return;\n"
-        << "      }\n"
+      s << "\n      " << run_threads << "\n"
+        << "      return;\n"
         << "    }\n";
     }
     s << "    " << run_threads << "\n"

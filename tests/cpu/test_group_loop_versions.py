@@ -2,8 +2,9 @@
 
 The compiled group loop has a copy for views whose dimension-0 strides are all
 1 (vectorized; on x86-64 compiled for AVX2 or AVX-512 where the CPU has it,
-with masked stores for a bounds check), a copy for any strides, and one that reads the
-metadata buffer in place when it is too long to copy (more than 128 entries).
+with masked stores for a bounds check) and a copy for any strides; a kernel
+whose metadata buffer is too long to copy (more than 128 entries, fixed by its
+tensors' ranks) has instead one loop that reads the buffer in place.
 Each launch below goes down one of them; the results are compared bit for bit
 with torch, which does the same single float32 rounding per element.
 """
