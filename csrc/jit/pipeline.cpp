@@ -409,7 +409,7 @@ CompileRequest kernel_request(std::string kernel, std::string entry, std::string
   // precompiled.
   language_flags.insert(language_flags.begin(), "-fintegrated-cc1");
   if (source::metal_fidelity_enabled()) {
-    const std::vector<std::string>& fidelity = source::fidelity_compile_flags();
+    const std::vector<std::string> fidelity = source::fidelity_compile_flags(rendering, r.entry);
     language_flags.insert(language_flags.end(), fidelity.begin(), fidelity.end());
   }
   r.language_flags = std::move(language_flags);

@@ -99,6 +99,14 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "_msl_directory", [] { return coreai_torch::jit::msl_directory("CPU"); },
       "The directory of the Metal standard library headers the backends compile against.");
+  m.def(
+      "_metal_may_recurse",
+      [](const std::string& rendering, const std::string& entry) {
+        return coreai_torch::source::may_recurse(rendering, entry);
+      },
+      pybind11::arg("rendering"), pybind11::arg("entry"),
+      "Whether the user's text of a buffer rendering may hold a recursive function, so that "
+      "its compile asks clang for the inliner's remarks (metal_fidelity.h).");
   m.def("_metal_fidelity_enabled", &coreai_torch::source::metal_fidelity_enabled,
         "Whether kernels compiled now refuse what Metal refuses (COREAI_TORCH_METAL_FIDELITY).");
   m.def(

@@ -602,14 +602,38 @@ std::string without_remarks(const std::string& compiler_output) {
   return kept;
 }
 
-const std::vector<std::string>& fidelity_compile_flags() {
+bool may_recurse(std::string_view rendering, std::string_view entry) {
+  const LineMap map(rendering);
+  std::vector<Token> t;
+  for (const Token& token : tokenize(rendering, /*with_directives=*/true)) {
+    if (map.in_user_text(token.begin)) t.push_back(token);
+  }
+  if (!declared_functions(rendering, t).empty()) return true;
+  for (size_t k = 0; k < t.size(); ++k) {
+    const std::string_view w = text(rendering, t[k]);
+    if (w == "struct" || w == "class" || w == "union" || w == "operator" || w == "template" ||
+        w == "this" || w == entry) {
+      return true;
+    }
+    // `[captures](`, `[captures]<T>(`: a lambda with parameters (`]{` too,
+    // to stay on the safe side of a lambda's forms).
+    if (w == "]" && (is(rendering, t, k + 1, "(") || is(rendering, t, k + 1, "<") ||
+                     is(rendering, t, k + 1, "{"))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<std::string> fidelity_compile_flags(std::string_view rendering,
+                                                std::string_view entry) {
   // The inliner's cost analysis remarks on functions that call themselves,
   // directly or through others inlined into them, with their source position.
   // Variable-length arrays are a clang extension to C++ that Metal lacks.
   // (The cost remarks come only with the inliner's own remarks enabled.)
   // The macro switches on the guards of refused_word_guards.
-  static const std::vector<std::string> flags{"-Rpass-missed=inline", "-Werror=vla",
-                                              "-D" + std::string(kFidelityMacro)};
+  std::vector<std::string> flags{"-Werror=vla", "-D" + std::string(kFidelityMacro)};
+  if (may_recurse(rendering, entry)) flags.insert(flags.begin(), "-Rpass-missed=inline");
   return flags;
 }
 

@@ -73,10 +73,22 @@ std::vector<NonMetalConstruct> threadgroup_memory_overuse(
 // (and their notes and source excerpts), as a compile error shows it.
 std::string without_remarks(const std::string& compiler_output);
 
+// Whether the user's text in `rendering` can hold a recursive function, which
+// only the compiler's remarks find (recursion_in_remarks); `entry` names the
+// kernel function, which src is the body of. Recursion needs a function of
+// the user's that calls itself, directly or through others: something shaped
+// like a function declaration (`T name(`), a class (member functions), an
+// operator, a template, a lambda with parameters (one that is passed itself,
+// or deduces `this`), or the kernel calling itself by its name. Macro bodies
+// count as text. Asking clang for the remarks costs a few milliseconds of
+// every compile, so text with none of these is compiled without them.
+bool may_recurse(std::string_view rendering, std::string_view entry);
+
 // Flags that make clang report what find_non_metal_constructs cannot see
-// (recursion, variable-length arrays), added to every kernel compile while
-// fidelity is on.
-const std::vector<std::string>& fidelity_compile_flags();
+// (recursion, where `rendering` may_recurse, and variable-length arrays),
+// added to every kernel compile while fidelity is on.
+std::vector<std::string> fidelity_compile_flags(std::string_view rendering,
+                                                std::string_view entry);
 
 // False when COREAI_TORCH_METAL_FIDELITY is 0 (or false/no/off): kernels that
 // only the CPU could run are then accepted, as before this check existed.

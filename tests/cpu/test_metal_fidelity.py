@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from support.cpu_launch import Tensor, kernel
+from support.cpu_launch import Tensor, kernel, registration
+
+from coreai_torch import _C as C
 
 GID = [("id", "uint", "thread_position_in_grid")]
 LID = [*GID, ("lid", "uint", "thread_index_in_threadgroup")]
@@ -29,6 +31,22 @@ CASES = [
         "helper_src:1:7",
         r"a recursive function \(fact\(unsigned int\)\): Metal does not support recursive "
         r"function calls \(" + RESTRICTIONS,
+    ),
+    (
+        "recursion through a lambda passed itself",
+        "",
+        "auto fact = [](auto self, uint n) -> float {\n"
+        "  return n == 0 ? 1.0f : n * self(self, n - 1);\n};\nout[id] = fact(fact, id % 5);",
+        "src:1:13",
+        r"a recursive function \(.*operator\(\).*\): Metal does not support recursive",
+    ),
+    (
+        "recursion in a local struct",
+        "",
+        "struct F {\n  static float fact(uint n) { return n == 0 ? 1.0f : n * fact(n - 1); }\n};\n"
+        "out[id] = F::fact(id % 5);",
+        "src:2:16",
+        r"a recursive function \(.*F::fact\(unsigned int\)\): Metal does not support recursive",
     ),
     (
         "new",
@@ -242,3 +260,36 @@ def test_compile_errors_carry_no_inliner_remarks() -> None:
     with pytest.raises(RuntimeError, match=r"src:1:11: error: use of undeclared") as info:
         k(torch.ones(2), grid=(2, 1, 1), group=(2, 1, 1), shapes=[[2]])
     assert "remark:" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("helper", "body", "may_recurse"),
+    [
+        # What most kernels are: no function of the user's, so no remarks asked for.
+        ("", "if (id < out.get_extent(0)) out[id] = x[id] * 2.0f;", False),
+        (
+            "",
+            "float acc = 0.0f;\nfor (uint i = 0; i < 4; ++i) { acc += float(x[i]) * 0.5f; }\n"
+            "threadgroup_barrier(mem_flags::mem_none);\nout[id] = max(acc, static_cast<float>(0));",
+            False,
+        ),
+        ("#include <metal_stdlib>\nusing namespace metal;", "out[id] = x[id];", False),
+        # Anything that can define a function that calls itself.
+        ("float f(float v) { return v; }", "out[id] = f(x[id]);", True),
+        ("", "auto f = [](auto self, uint n) { return n; };\nout[id] = f(f, id);", True),
+        ("", "auto f = [&]<class T>(T v) { return v; };\nout[id] = f(x[id]);", True),
+        ("", "struct S { float v; };\nout[id] = x[id];", True),
+        ("", "auto f = [](this auto s) { return 1.0f; };\nout[id] = f();", True),
+        ("#define DEF(n) float n(float v) { return v; }\nDEF(g)", "out[id] = g(x[id]);", True),
+        ("", "out[id] = x[id]; if (id == 99) NAME(x, out, nullptr, id);", True),
+    ],
+)
+def test_which_kernels_are_compiled_with_the_inliner_remarks(helper, body, may_recurse) -> None:
+    # The remarks that find recursion cost a few milliseconds of every compile:
+    # a kernel whose text can define no function is compiled without them.
+    args = registration(
+        "fidelity_remarks", [Tensor("x")], [Tensor("out")], body, GID, helper=helper
+    )
+    entry = args[2]
+    rendering = args[1].replace("NAME", entry)  # a call of the kernel by its own name
+    assert C._metal_may_recurse(rendering, entry) is may_recurse
