@@ -144,7 +144,7 @@ class GraphLowerer:
 
         Returns the graph's output arguments resolved to values.
         """
-        ctx.lower_subgraph = lambda gm, inputs: self.lower_subgraph(gm, inputs, ctx)
+        ctx.lowerer = self
         if Functionalizer.needed(graph_module.graph):
             ctx.functionalizer = Functionalizer(graph_module.graph)
         if Batching.needed(graph_module.graph):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -69,13 +69,19 @@ class LoweringContext:
         self.node: fx.Node | None = None
         self.loc: Location | None = None
         self._args: Arguments | None = None
-        # Set by the converter: lowers a sub-graph (a torch.cond branch) inline
-        # at the current insertion point, returning its output values.
-        self.lower_subgraph: Callable[[fx.GraphModule, list[Value]], list[Value]] | None = None
+        # Set by the lowerer of this graph, for lower_subgraph. It holds no
+        # context: a context that referred to itself (a closure over it) would
+        # keep its IR, and with it Core AI's context and the model's weights,
+        # alive after the conversion until a garbage collection.
+        self.lowerer: Any = None
         # Set by the converter for graphs with in-place ops (see mutation.py)
         # and for graphs with vmap regions (see vmap.py).
         self.functionalizer: Functionalizer | None = None
         self.batching: Batching | None = None
+
+    def lower_subgraph(self, graph_module: fx.GraphModule, inputs: list[Value]) -> list[Value]:
+        """Lower a sub-graph (a ``torch.cond`` branch) inline; returns its output values."""
+        return self.lowerer.lower_subgraph(graph_module, inputs, self)
 
     @property
     def reads_apply(self) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import inspect
 
 import coreai.authoring  # must precede the dialect import below
@@ -304,6 +305,32 @@ def test_cond_runs_both_branches() -> None:
     for value in (x, -x):
         out = run_program(program, {"x": value})
         torch.testing.assert_close(next(iter(out.values())), Model()(value))
+
+
+def test_a_conversion_leaves_no_reference_cycle() -> None:
+    # A converted program's IR, and Core AI's context with the model's weights,
+    # must go when the program does, not at a later garbage collection: the
+    # lowering leaves nothing that refers to itself (a torch.cond lowers its
+    # branches through the context).
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.linear(x)
+            return torch.cond(y.sum() > 0, lambda v: v * 2, lambda v: v - 1, (y,))
+
+    exported = torch.export.export(Model(), (torch.ones(2, 4),))
+    gc.collect()
+    gc.disable()
+    try:
+        program = TorchConverter().add_exported_program(exported).to_coreai()
+        assert "coreai.if" in str(program)
+        del program
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
 
 
 def test_register_torch_lowering_takes_apples_parameter_names() -> None:
