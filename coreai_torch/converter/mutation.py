@@ -248,7 +248,6 @@ _UPDATES: dict[Any, ViewUpdate] = {
     aten.narrow.default: _sliced_back,
     aten.select.int: _selected_back,
 }
-_COPIES = {aten.lift_fresh_copy.default, aten.clone.default, aten._to_copy.default}
 _PIECES = (aten.split.Tensor, aten.split_with_sizes.default, aten.chunk.default, aten.unbind.int)
 
 
@@ -286,14 +285,33 @@ def unsupported_mutations(
     # write through: a node that shares it with its input in any other way
     # (an as_strided or expand view, say) would not see the write.
     for node in graph.nodes:
-        if node.op != "call_function" or storage(node) not in written:
+        # An op whose schema returns no alias of its arguments allocates, whatever
+        # its fake value says (a lifted constant's copy shares the constant's
+        # storage there). Asked first: reading a node's storage is the costly part.
+        if node.op != "call_function" or _allocates(node.target):
             continue
-        if node.target in _COPIES:
-            continue  # allocates, whatever its fake value (a lifted constant's) says
+        if storage(node) not in written:
+            continue
         if view_parent(node) is None and storage(_self_argument(node)) == storage(node):
             reason = f"is a view made by {node.target}, which cannot be written through"
             problems.append((node, reason))
     return problems
+
+
+def _allocates(target: Any) -> bool:
+    """Whether ``target``'s schema says each result is new memory (``clone``, ``mul``)."""
+    found = _ALLOCATES.get(id(target))
+    if found is not None and found[0] is target:
+        return found[1]
+    allocates = isinstance(target, OpOverload) and all(
+        r.alias_info is None for r in target._schema.returns
+    )
+    _ALLOCATES[id(target)] = (target, allocates)
+    return allocates
+
+
+# Keyed by id(), as _MUTATES is.
+_ALLOCATES: dict[int, tuple[Any, bool]] = {}
 
 
 # -- during lowering -------------------------------------------------------------
