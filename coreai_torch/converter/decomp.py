@@ -11,7 +11,7 @@ import torch.fx as fx
 from torch.export import ExportedProgram
 
 from . import ops  # noqa: F401  (registers the lowerings whose ops stay undecomposed)
-from .graph_lowering import all_call_nodes
+from .graph_lowering import all_call_nodes, distinct_targets
 from .mutation import mutates_input, unsupported_mutations
 from .registry import ops_kept_in_export
 from .vmap import unsupported_batched
@@ -49,7 +49,7 @@ def prepare(program: ExportedProgram, is_lowerable: Callable[[Any], bool]) -> Ex
     decomposition and stay as they are.
     """
     nodes = all_call_nodes(program.graph_module)
-    lowerable = all(mutates_input(n.target) or is_lowerable(n.target) for n in nodes)
+    lowerable = all(mutates_input(t) or is_lowerable(t) for t in distinct_targets(nodes))
     if (
         lowerable
         and not unsupported_batched(nodes)

@@ -113,16 +113,20 @@ class GraphLowerer:
 
     def check(self, graph_module: fx.GraphModule) -> None:
         """Raise before conversion: unregistered kernels, then every unsupported op."""
+        nodes = all_call_nodes(graph_module, self.live)
+        # Asked once per target, then (only when something is missing) per node
+        # for the error.
+        if all(self._supported(target) for target in distinct_targets(nodes)):
+            return
         missing_kernels: dict[str, fx.Node] = {}
         unsupported: list[fx.Node] = []
-        for node in all_call_nodes(graph_module, self.live):
+        for node in nodes:
+            if self._supported(node.target):
+                continue
             name = kernel_name(node.target)
-            if name is not None and name not in self.kernel_lowerings:
-                if user_lowering(self.user_lowerings, node.target) is None:
-                    missing_kernels.setdefault(name, node)
-            elif not (mutates_input(node.target) or is_lowerable(node.target, self.user_lowerings)):
-                # In-place ops are lowered as their out-of-place twins (mutation.py);
-                # decomp.prepare decomposed the programs where that is not possible.
+            if name is not None:
+                missing_kernels.setdefault(name, node)
+            else:
                 unsupported.append(node)
         if missing_kernels:
             details = "; ".join(
@@ -136,6 +140,16 @@ class GraphLowerer:
             )
         if unsupported:
             raise UnsupportedOpsError(unsupported)
+
+    def _supported(self, target: Any) -> bool:
+        """Whether calls of ``target`` can be lowered: else check() names them."""
+        name = kernel_name(target)
+        if name is not None and name not in self.kernel_lowerings:
+            # A kernel that was not registered, unless the user lowers its op.
+            return user_lowering(self.user_lowerings, target) is not None
+        # In-place ops are lowered as their out-of-place twins (mutation.py);
+        # decomp.prepare decomposed the programs where that is not possible.
+        return mutates_input(target) or is_lowerable(target, self.user_lowerings)
 
     # -- lowering --------------------------------------------------------------
 
@@ -411,6 +425,14 @@ def reads_apply(graph: fx.Graph) -> bool:
     its users (mutation.py), nor in graphs with vmap regions (vmap.py).
     """
     return not Functionalizer.needed(graph) and not Batching.needed(graph)
+
+
+def distinct_targets(nodes: list[fx.Node]) -> list[Any]:
+    """The targets of ``nodes``, each once: a graph calls a few ops many times.
+
+    By identity: hashing an ``OpOverload`` runs Python code.
+    """
+    return list({id(node.target): node.target for node in nodes}.values())
 
 
 def all_call_nodes(
