@@ -19,6 +19,7 @@ from .errors import source_line
 from .symbolic import SymbolTable, index_constant
 
 if TYPE_CHECKING:
+    from .graph_lowering import GraphLowerer
     from .mutation import Functionalizer
     from .vmap import Batching
 
@@ -73,7 +74,7 @@ class LoweringContext:
         # context: a context that referred to itself (a closure over it) would
         # keep its IR, and with it Core AI's context and the model's weights,
         # alive after the conversion until a garbage collection.
-        self.lowerer: Any = None
+        self.lowerer: GraphLowerer | None = None
         # Set by the converter for graphs with in-place ops (see mutation.py)
         # and for graphs with vmap regions (see vmap.py).
         self.functionalizer: Functionalizer | None = None

@@ -46,17 +46,26 @@ aten = torch.ops.aten
 
 def mutates_input(target: Any) -> bool:
     """In-place and ``out=`` ops: their schema marks an argument as written."""
-    found = _MUTATES.get(id(target))
+    return _schema_fact(_MUTATES, target, lambda op: op._schema.is_mutable)
+
+
+def _schema_fact(
+    memo: dict[int, tuple[Any, bool]], target: Any, fact: Callable[[OpOverload], bool]
+) -> bool:
+    """``fact(target)`` for an ``OpOverload`` (False for other targets), memoized in ``memo``.
+
+    Keyed by id(): hashing an OpOverload runs Python code, and a conversion asks
+    these of every node several times. The entry keeps its target alive, so the
+    id cannot be reused.
+    """
+    found = memo.get(id(target))
     if found is not None and found[0] is target:
         return found[1]
-    mutates = isinstance(target, OpOverload) and target._schema.is_mutable
-    _MUTATES[id(target)] = (target, mutates)
-    return mutates
+    value = isinstance(target, OpOverload) and bool(fact(target))
+    memo[id(target)] = (target, value)
+    return value
 
 
-# Keyed by id(): hashing an OpOverload runs Python code, and a conversion asks
-# this of every node several times. The entry keeps its target alive, so the id
-# cannot be reused.
 _MUTATES: dict[int, tuple[Any, bool]] = {}
 
 
@@ -300,17 +309,11 @@ def unsupported_mutations(
 
 def _allocates(target: Any) -> bool:
     """Whether ``target``'s schema says each result is new memory (``clone``, ``mul``)."""
-    found = _ALLOCATES.get(id(target))
-    if found is not None and found[0] is target:
-        return found[1]
-    allocates = isinstance(target, OpOverload) and all(
-        r.alias_info is None for r in target._schema.returns
+    return _schema_fact(
+        _ALLOCATES, target, lambda op: all(r.alias_info is None for r in op._schema.returns)
     )
-    _ALLOCATES[id(target)] = (target, allocates)
-    return allocates
 
 
-# Keyed by id(), as _MUTATES is.
 _ALLOCATES: dict[int, tuple[Any, bool]] = {}
 
 
