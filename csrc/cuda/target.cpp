@@ -13,6 +13,7 @@
 #include "specializations/launch_args.h"
 #include "cuda/ptx_fixup.h"
 #include "cuda/toolchain.h"
+#include "cuda/paired_products.h"
 #include "cuda/vector_alignment.h"
 #include "msl/coreai_msl/cuda_abi.h"
 
@@ -81,12 +82,20 @@ std::string entry_shim(const KernelRecord& record, bool bounded) {
   return s.str();
 }
 
+// The version of what ptx_from_ir makes of a kernel's IR (its rewrites and
+// repairs), part of the disk cache key: PTX that an earlier version wrote is
+// compiled again, not reused. Bump it whenever their output changes.
+// 1: vector accesses tested for alignment; 2: products sharing B paired, and
+// accesses the IR proves aligned left untested.
+constexpr int kIrRewriteVersion = 2;
+
 // The artifact holds the kernel's optimized LLVM IR (-emit-llvm); this makes
-// it the PTX: under-aligned vector accesses tested at run time
-// (vector_alignment.h), the IR compiled, then the PTX's half and bfloat
+// it the PTX: SIMD-group matrix products that share B paired on one
+// instruction (paired_products.h), under-aligned vector accesses tested at run
+// time (vector_alignment.h), the IR compiled, then the PTX's half and bfloat
 // globals repaired from the IR (ptx_fixup.h). The code generator alone
 // compiles the IR, so that nothing merges the two paths of a tested access
-// again; an IR with nothing to test gives the PTX of a direct compile.
+// again; an IR with nothing to rewrite gives the PTX of a direct compile.
 void ptx_from_ir(const jit::CompileRequest& r, const jit::CacheDir& cache,
                  const std::string& artifact, const std::string& arch, bool fast_math) {
   std::optional<jit::Fd> fd = cache.open_entry(artifact);
@@ -94,7 +103,7 @@ void ptx_from_ir(const jit::CompileRequest& r, const jit::CacheDir& cache,
               "from the cache directory ", cache.path(), " while it was being compiled");
   const std::string ir = jit::CacheDir::read_all(fd->get());
   fd.reset();
-  const VersionedVectors versioned = version_underaligned_vectors(ir);
+  const VersionedVectors versioned = version_underaligned_vectors(pair_products_sharing_b(ir).ir);
   const std::string stem = jit::sha256_hex(artifact);
   const std::string ll = cache.temporary(stem, ".ll");
   const std::string ptx_file = cache.temporary(stem, ".ptx");
@@ -148,7 +157,8 @@ jit::CompileRequest ptx_request(const KernelRecord& record, const std::string& a
     r.codegen_flags = {"-mllvm", "-unroll-threshold=4000"};
   }
   r.prelude_flags = {"-Xclang", "-emit-pch"};
-  r.key_salt = "abi " + std::to_string(COREAI_CUDA_ABI_VERSION) + "\n" + tc.libdevice_identity;
+  r.key_salt = "abi " + std::to_string(COREAI_CUDA_ABI_VERSION) + "\nir rewrites " +
+                std::to_string(kIrRewriteVersion) + "\n" + tc.libdevice_identity;
   r.translation_unit = translation_unit(record, bounded, whole_simdgroups);
   // Compiled to optimized LLVM IR, which the finishing step makes the PTX.
   r.output_flags = {"-emit-llvm"};

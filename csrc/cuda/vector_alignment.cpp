@@ -1,7 +1,11 @@
 #include "cuda/vector_alignment.h"
 
+#include "cuda/known_alignment.h"
+#include "cuda/llvm_ir_text.h"
+
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -9,6 +13,10 @@
 
 namespace coreai_torch::cuda {
 namespace {
+
+using llvm_ir::block_of_label;
+using llvm_ir::is_named_value;
+using llvm_ir::lines_of;
 
 // PTX's widest access (ld.v4.b32, ld.v2.b64) moves 16 bytes: a vector of more
 // is split into 16-byte accesses however it is aligned.
@@ -54,19 +62,6 @@ std::optional<AccessType> access_type(std::string_view s) {
   const int bytes = std::stoi(std::string(count)) * element_bytes(element);
   if (bytes < 2 || (bytes & (bytes - 1)) != 0) return std::nullopt;  // not a power of two
   return AccessType{std::string(s.substr(0, close + 1)), bytes};
-}
-
-// A character of an unquoted IR name.
-bool is_name_char(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '$' || c == '.' ||
-         c == '_';
-}
-
-// A value named in the IR: %x, @g, %"quoted name".
-bool is_named_value(std::string_view s) {
-  if (s.size() < 2 || (s[0] != '%' && s[0] != '@')) return false;
-  if (s[1] == '"') return s.size() >= 3 && s.back() == '"' && s.find('"', 2) == s.size() - 1;
-  return std::all_of(s.begin() + 1, s.end(), is_name_char);
 }
 
 // One vector load or store, as the rewrite needs it.
@@ -156,33 +151,6 @@ std::optional<Access> parse_access(std::string_view line) {
 
 int gain_of(const Access& a) { return std::min(a.type.bytes, kWidestAccess); }
 
-// The lines of `text`, without their line ends.
-std::vector<std::string_view> lines_of(const std::string& text) {
-  std::vector<std::string_view> lines;
-  size_t start = 0;
-  while (start < text.size()) {
-    const size_t end = std::min(text.find('\n', start), text.size());
-    lines.emplace_back(text.data() + start, end - start);
-    start = end + 1;
-  }
-  return lines;
-}
-
-// The block a label line starts ("%5" for `5:`, "%name" for `name:`), or "".
-std::string block_of_label(std::string_view line) {
-  if (line.empty() || line[0] == ' ' || line[0] == ';' || line[0] == '}') return {};
-  size_t end = 0;
-  if (line[0] == '"') {
-    end = line.find('"', 1);
-    if (end == std::string_view::npos) return {};
-    ++end;
-  } else {
-    while (end < line.size() && is_name_char(line[end])) ++end;
-  }
-  if (end == 0 || end >= line.size() || line[end] != ':') return {};
-  return "%" + std::string(line.substr(0, end));
-}
-
 // The entry block's name: unnamed, it takes the number after the unnamed
 // parameters (%0, %1 ... then the block).
 std::string entry_block(std::string_view define) {
@@ -196,6 +164,14 @@ std::string entry_block(std::string_view define) {
     if (j > i + 2 && j < define.size() && (define[j] == ',' || define[j] == ')')) ++unnamed;
   }
   return "%" + std::to_string(unnamed);
+}
+
+// The access as it was, with the alignment `align`.
+std::string realigned(const Access& a, int align) {
+  const std::string ptr = "ptr" + a.space + " " + a.pointer;
+  const std::string head = a.store ? "  store " + a.type.spelling + " " + a.value + ", "
+                                   : "  " + a.result + " = load " + a.type.spelling + ", ";
+  return head + ptr + ", align " + std::to_string(align) + a.metadata + "\n";
 }
 
 // The access, tested: a branch on the address's low bits to one vector access
@@ -231,10 +207,14 @@ std::string versioned(const Access& a, const std::string& id) {
   return v;
 }
 
-// A function's lines with its under-aligned vector accesses versioned; `count`
-// grows by their number. The entry block is left whole where it holds allocas
-// (split, the allocas after the split would no longer be static).
-void version_function(const std::vector<std::string_view>& lines, std::string& out, int& count) {
+// A function's lines with its under-aligned vector accesses versioned, or
+// given their full alignment where the IR proves it (known_alignment.h);
+// `out.count` and `out.proven` grow by their numbers. The entry block is left
+// whole where it holds allocas (split, the allocas after the split would no
+// longer be static).
+void version_function(const std::vector<std::string_view>& lines,
+                      const std::map<std::string, int>& globals, VersionedVectors& out) {
+  KnownAlignment known(lines, globals);
   const std::string entry = entry_block(lines.front());
   bool entry_has_allocas = false;
   for (size_t i = 1; i < lines.size() && block_of_label(lines[i]).empty(); ++i) {
@@ -251,8 +231,13 @@ void version_function(const std::vector<std::string_view>& lines, std::string& o
       block = current = label;
     }
     std::optional<Access> a = i == 0 ? std::nullopt : parse_access(line);
+    if (a && a->align < gain_of(*a) && known.of_pointer(a->pointer) >= gain_of(*a)) {
+      body += realigned(*a, gain_of(*a));
+      ++out.proven;
+      continue;
+    }
     if (a && a->align < gain_of(*a) && !(block == entry && entry_has_allocas)) {
-      const std::string id = "coreai.vector" + std::to_string(count++);
+      const std::string id = "coreai.vector" + std::to_string(out.count++);
       body += versioned(*a, id);
       current = "%" + id + ".join";
       continue;
@@ -262,7 +247,7 @@ void version_function(const std::vector<std::string_view>& lines, std::string& o
   }
   if (current != block) moved.emplace_back(block, current);
   if (moved.empty()) {
-    out += body;
+    out.ir += body;
     return;
   }
   // A block whose terminator moved is no longer its successors' predecessor:
@@ -277,11 +262,11 @@ void version_function(const std::vector<std::string_view>& lines, std::string& o
           phi.replace(at, was.size(), now);
         }
       }
-      out += phi;
+      out.ir += phi;
     } else {
-      out += line;
+      out.ir += line;
     }
-    out += '\n';
+    out.ir += '\n';
   }
 }
 
@@ -291,18 +276,11 @@ VersionedVectors version_underaligned_vectors(const std::string& ir) {
   VersionedVectors out;
   out.ir.reserve(ir.size() + 4096);
   const std::vector<std::string_view> lines = lines_of(ir);
-  for (size_t i = 0; i < lines.size(); ++i) {
-    if (lines[i].substr(0, 7) != "define " || lines[i].back() != '{') {
-      out.ir += lines[i];
-      out.ir += '\n';
-      continue;
-    }
-    size_t end = i;
-    while (end < lines.size() && lines[end] != "}") ++end;
-    version_function({lines.begin() + i, lines.begin() + std::min(end, lines.size())}, out.ir,
-                     out.count);
-    i = end - 1;
-  }
+  const std::map<std::string, int> globals = KnownAlignment::global_alignments(lines);
+  llvm_ir::rewrite_functions(lines, out.ir,
+                             [&](const std::vector<std::string_view>& body, std::string&) {
+                               version_function(body, globals, out);
+                             });
   return out;
 }
 

@@ -20,6 +20,7 @@ namespace coreai_torch::cuda {
 struct VersionedVectors {
   std::string ir;  // the module with the accesses rewritten
   int count = 0;   // how many loads and stores are tested
+  int proven = 0;  // how many are given their full alignment untested (known_alignment.h)
 };
 
 // `ir` (optimized, clang -emit-llvm -S) with each under-aligned load and store
@@ -27,7 +28,10 @@ struct VersionedVectors {
 // bytes, not volatile, not atomic, through a named pointer) tested at run
 // time: its block split at the access into a branch on
 // the address's low bits, one vector access of the full alignment on one
-// side and the access as it was on the other. For the code generator alone:
+// side and the access as it was on the other. An access whose address the IR
+// proves aligned (known_alignment.h: a 16-byte aligned threadgroup array at
+// an offset known to be a multiple of the access's size) is given its full
+// alignment instead, untested. For the code generator alone:
 // an optimizer would merge the two sides back into the lesser access. The
 // entry block of a function with allocas is left as it is.
 VersionedVectors version_underaligned_vectors(const std::string& ir);

@@ -19,6 +19,7 @@
 #include "cpu/x86_division.h"
 #include "cuda/target.h"
 #include "cuda/toolchain.h"
+#include "cuda/paired_products.h"
 #include "cuda/vector_alignment.h"
 #include "python/kernel_call.h"
 #include "python/contract_module.h"
@@ -173,12 +174,22 @@ PYBIND11_MODULE(_C, m) {
       "_cuda_version_vectors",
       [](const std::string& ir) {
         coreai_torch::cuda::VersionedVectors v = coreai_torch::cuda::version_underaligned_vectors(ir);
-        return pybind11::make_tuple(v.ir, v.count);
+        return pybind11::make_tuple(v.ir, v.count, v.proven);
       },
       pybind11::arg("ir"),
       "For tests: the CUDA backend's rewrite of optimized LLVM IR that tests the alignment of "
       "under-aligned accesses at run time (cuda/vector_alignment.h); returns (IR, how many "
-      "accesses are tested).");
+      "accesses are tested, how many are proven aligned and left untested).");
+  m.def(
+      "_cuda_pair_products",
+      [](const std::string& ir) {
+        coreai_torch::cuda::PairedProducts p = coreai_torch::cuda::pair_products_sharing_b(ir);
+        return pybind11::make_tuple(p.ir, p.count);
+      },
+      pybind11::arg("ir"),
+      "For tests: the CUDA backend's rewrite of optimized LLVM IR that puts two SIMD-group "
+      "matrix products sharing B on one tensor-core instruction (cuda/paired_products.h); "
+      "returns (IR, how many pairs were made).");
   m.def(
       "_cuda_uses_simdgroup_matrices",
       [](int64_t handle) {

@@ -93,7 +93,8 @@ def test_the_gpu_compiles_the_same_rendering_with_threadgroup_memory_as_shared_m
     assert "static void cuda_tiled_sum_" in tu and "[[kernel]]" not in tu
     assert "values[4]" in tu  # the metadata: extent and stride of x and out
     ptx = _C._cuda_ptx(handle, "sm_90")
-    assert ".shared .align 4 .b8" in ptx and "coreai_threadgroup_tile[256]" in ptx  # per block
+    # Per block, at a multiple of 16 bytes (target_nvptx.h).
+    assert ".shared .align 16 .b8" in ptx and "coreai_threadgroup_tile[256]" in ptx
     assert "barrier.sync" in ptx
     assert "shfl.sync.bfly.b32" in ptx  # simd_sum: the butterfly of warp shuffles
     assert "activemask.b32" in ptx  # over the active lanes
@@ -203,6 +204,20 @@ def test_vector_accesses_test_their_alignment() -> None:
         torch.testing.assert_close(got, want, rtol=0, atol=0)
 
 
+def _code_generator(ir: str) -> subprocess.CompletedProcess:
+    """clang's code generator alone on ``ir``, as the CUDA backend runs it: PTX on stdout."""
+    return subprocess.run(
+        [
+            _C._cuda_compile_command("sm_90")[0],
+            *("-x", "ir", "--target=nvptx64-nvidia-cuda", "-march=sm_90", "-S", "-O3"),
+            *("-Xclang", "-disable-llvm-optzns", "-o", "-", "-"),
+        ],
+        input=ir,
+        capture_output=True,
+        text=True,
+    )
+
+
 # Optimized IR as clang writes it for NVPTX: an entry block with an alloca
 # (left whole), accesses in a block whose successor has a phi naming it, a
 # volatile load (left alone), a store of a constant vector and an integer
@@ -244,8 +259,8 @@ define void @copies(ptr addrspace(1) %0, ptr addrspace(1) %1, i32 %2) {
 
 @pytest.mark.skipif(not ptx_check.ENABLED, reason="needs libdevice and ptxas")
 def test_the_alignment_rewrite_keeps_the_ir_valid() -> None:
-    ir, tested = _C._cuda_version_vectors(_UNDERALIGNED_IR)
-    assert tested == 4, ir
+    ir, tested, proven = _C._cuda_version_vectors(_UNDERALIGNED_IR)
+    assert (tested, proven) == (4, 0), ir
     # The entry block holds an alloca: its accesses stay as they were.
     assert "%5 = load <4 x half>, ptr addrspace(1) %0, align 2\n" in ir
     assert "store <4 x half> %5, ptr addrspace(1) %1, align 2\n" in ir
@@ -259,22 +274,177 @@ def test_the_alignment_rewrite_keeps_the_ir_valid() -> None:
     # Block %7's terminator moved to the join of its last test, which the phi names.
     assert re.search(r"%15 = phi i32 \[ 0, %3 \], \[ %13, %coreai\.vector\d+\.join \]", ir), ir
     # clang's IR verifier accepts it, and the tested accesses become whole ones.
-    compiled = subprocess.run(
-        [
-            _C._cuda_compile_command("sm_90")[0],
-            *("-x", "ir", "--target=nvptx64-nvidia-cuda", "-march=sm_90", "-S", "-O3"),
-            *("-Xclang", "-disable-llvm-optzns", "-o", "-", "-"),
-        ],
-        input=ir,
-        capture_output=True,
-        text=True,
-    )
+    compiled = _code_generator(ir)
     assert compiled.returncode == 0, compiled.stderr
     ptx = compiled.stdout
     assert len(re.findall(r"ld\.global\.v4\.b16", ptx)) == 1, ptx
     assert len(re.findall(r"st\.global\.v4\.b16", ptx)) == 1, ptx
     assert len(re.findall(r"st\.global\.v2\.u32", ptx)) == 1, ptx
     assert len(re.findall(r"ld\.global\.u32", ptx)) == 1, ptx
+
+
+# Accesses whose alignment the IR proves, or does not: a 16-byte aligned
+# threadgroup array read at even halves (a SIMD-group matrix load's pair, the
+# base a constant offset into it) and at a loop counter stepping by four
+# halves (a half4); against them an odd offset, an array of 2-byte alignment,
+# a device pointer, a counter stepping by one, and a counter doubling from
+# one, whose doubled value is even but no more.
+_ALIGNED_IR = """\
+target datalayout = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"
+target triple = "nvptx64-nvidia-cuda"
+
+@tile = internal addrspace(3) global [256 x half] undef, align 16
+@loose = internal addrspace(3) global [256 x half] undef, align 2
+
+define void @reads(ptr addrspace(1) %out, ptr %device, i32 %lane, i32 %n) {
+  %tile = getelementptr i8, ptr addrspacecast (ptr addrspace(3) @tile to ptr), i64 16
+  %column = shl nuw nsw i32 %lane, 1
+  %pair = and i32 %column, 6
+  %row = mul nuw nsw i32 %lane, 40
+  %at = or disjoint i32 %row, %pair
+  %even = zext nneg i32 %at to i64
+  %p1 = getelementptr half, ptr %tile, i64 %even
+  %v1 = load i32, ptr %p1, align 2
+  %odd = or disjoint i64 %even, 1
+  %p2 = getelementptr half, ptr %tile, i64 %odd
+  %v2 = load i32, ptr %p2, align 2
+  %p3 = getelementptr half, ptr addrspacecast (ptr addrspace(3) @loose to ptr), i64 %even
+  %v3 = load i32, ptr %p3, align 2
+  %p4 = getelementptr half, ptr %device, i64 %even
+  %v4 = load i32, ptr %p4, align 2
+  br label %loop
+
+loop:
+  %i = phi i32 [ 0, %0 ], [ %i.next, %loop ]
+  %j = phi i32 [ 0, %0 ], [ %j.next, %loop ]
+  %k = phi i32 [ 1, %0 ], [ %k.next, %loop ]
+  %i.wide = zext i32 %i to i64
+  %p5 = getelementptr half, ptr addrspace(3) @tile, i64 %i.wide
+  %v5 = load <4 x half>, ptr addrspace(3) %p5, align 2
+  %j.wide = zext i32 %j to i64
+  %p6 = getelementptr half, ptr addrspace(3) @tile, i64 %j.wide
+  %v6 = load <4 x half>, ptr addrspace(3) %p6, align 2
+  %k.next = shl i32 %k, 1
+  %k.wide = zext i32 %k.next to i64
+  %p7 = getelementptr i8, ptr addrspace(3) @tile, i64 %k.wide
+  %v7 = load i32, ptr addrspace(3) %p7, align 2
+  %i.next = add i32 %i, 4
+  %j.next = add i32 %j, 1
+  %more = icmp ult i32 %i.next, %n
+  br i1 %more, label %loop, label %done
+
+done:
+  %s1 = add i32 %v1, %v2
+  %s2 = add i32 %s1, %v3
+  %s3 = add i32 %s2, %v4
+  %s4 = add i32 %s3, %v7
+  store i32 %s4, ptr addrspace(1) %out, align 4
+  %h = fadd <4 x half> %v5, %v6
+  store <4 x half> %h, ptr addrspace(1) %out, align 8
+  ret void
+}
+"""
+
+
+@pytest.mark.skipif(not ptx_check.ENABLED, reason="needs libdevice and ptxas")
+def test_accesses_the_ir_proves_aligned_are_not_tested() -> None:
+    ir, tested, proven = _C._cuda_version_vectors(_ALIGNED_IR)
+    assert (tested, proven) == (5, 2), ir
+    # Proven: the matrix pair at even halves, the half4 at steps of four halves.
+    assert "%v1 = load i32, ptr %p1, align 4\n" in ir
+    assert "%v5 = load <4 x half>, ptr addrspace(3) %p5, align 8\n" in ir
+    # Tested: each of the others branches on its address.
+    for pointer in ("%p2", "%p3", "%p4", "%p6", "%p7"):
+        assert re.search(rf"ptrtoint ptr( addrspace\(3\))? {pointer} to i64", ir), pointer
+    compiled = _code_generator(ir)
+    assert compiled.returncode == 0, compiled.stderr
+
+
+def _product_line(result: str, a: str, b: str, c0: str, c1: str) -> str:
+    """An 8x8 product of the headers as clang prints it: rows 8..15 zero."""
+    return (
+        f"  {result} = tail call {{ float, float, float, float }} {_MMA_ASM}(i32 {a}, i32 0, "
+        f"i32 {b}, float {c0}, float {c1}, float 0.000000e+00, float 0.000000e+00)\n"
+    )
+
+
+_MMA_ASM = (
+    'asm "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {$0, $1, $2, $3}, {$4, $5}, {$6}, '
+    '{$7, $8, $9, $10};", "=f,=f,=f,=f,r,r,r,f,f,f,f"'
+)
+_RESULT = "{ float, float, float, float }"
+_ONE, _TWO = "1.000000e+00", "2.000000e+00"
+
+# Products as a tiled GEMM's unrolled loop has them, and the cases that must
+# stay apart: %p1/%p2 share B (paired); %p4 shares B with %p3 and reads a lane
+# extracted after it (paired, the extract repeated before %p3); %p6 reads %p5's
+# result; %p7's unused rows are read; %p9 and %p10 are in different blocks.
+_PRODUCTS_IR = (
+    'target datalayout = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"\n'
+    'target triple = "nvptx64-nvidia-cuda"\n\n'
+    "define void @products(ptr addrspace(1) %out, i32 %a0, i32 %a1, i32 %b0, i32 %b1, "
+    "i32 %b2, i32 %b3, <2 x float> %acc, i1 %flag) {\n"
+    + _product_line("%p1", "%a0", "%b0", _ONE, _TWO)
+    + f"  %p1.0 = extractvalue {_RESULT} %p1, 0\n"
+    + _product_line("%p2", "%a1", "%b0", _TWO, _ONE)
+    + f"  %p2.1 = extractvalue {_RESULT} %p2, 1\n"
+    + _product_line("%p3", "%a0", "%b1", "%p1.0", "%p2.1")
+    + f"  %p3.0 = extractvalue {_RESULT} %p3, 0\n"
+    + "  %x = extractelement <2 x float> %acc, i64 0\n"
+    + _product_line("%p4", "%a1", "%b1", "%x", "%x")
+    + f"  %p4.1 = extractvalue {_RESULT} %p4, 1\n"
+    + _product_line("%p5", "%a0", "%b2", _ONE, _ONE)
+    + f"  %p5.0 = extractvalue {_RESULT} %p5, 0\n"
+    + _product_line("%p6", "%a1", "%b2", "%p5.0", _ONE)
+    + f"  %p6.0 = extractvalue {_RESULT} %p6, 0\n"
+    + _product_line("%p7", "%a0", "%b3", _ONE, _ONE)
+    + f"  %p7.2 = extractvalue {_RESULT} %p7, 2\n"
+    + _product_line("%p8", "%a1", "%b3", _ONE, _ONE)
+    + f"  %p8.0 = extractvalue {_RESULT} %p8, 0\n"
+    + _product_line("%p9", "%a0", "%b0", _ONE, _ONE)
+    + f"  %p9.0 = extractvalue {_RESULT} %p9, 0\n"
+    + "  br i1 %flag, label %next, label %done\n\n"
+    + "next:\n"
+    + _product_line("%p10", "%a1", "%b0", _ONE, _ONE)
+    + f"  %p10.0 = extractvalue {_RESULT} %p10, 0\n"
+    + "  br label %done\n\n"
+    + "done:\n"
+    + "  %last = phi float [ %p9.0, %0 ], [ %p10.0, %next ]\n"
+    + "  %s1 = fadd float %p3.0, %p4.1\n"
+    + "  %s2 = fadd float %s1, %p6.0\n"
+    + "  %s3 = fadd float %s2, %p7.2\n"
+    + "  %s4 = fadd float %s3, %p8.0\n"
+    + "  %s5 = fadd float %s4, %last\n"
+    + "  store float %s5, ptr addrspace(1) %out, align 4\n"
+    + "  ret void\n"
+    + "}\n"
+)
+
+
+@pytest.mark.skipif(not ptx_check.ENABLED, reason="needs libdevice and ptxas")
+def test_products_sharing_b_are_paired_on_one_instruction() -> None:
+    ir, pairs = _C._cuda_pair_products(_PRODUCTS_IR)
+    assert pairs == 2, ir
+    # The first of each pair computes both: the second's A in rows 8..15, its C too.
+    assert (
+        f"%p1 = tail call {_RESULT} {_MMA_ASM}(i32 %a0, i32 %a1, i32 %b0, float {_ONE}, "
+        f"float {_TWO}, float {_TWO}, float {_ONE})\n" in ir
+    ), ir
+    assert f"%coreai.pair0.d2 = extractvalue {_RESULT} %p1, 2\n" in ir
+    assert f"%p2 = insertvalue {_RESULT} %coreai.pair0.low, float %coreai.pair0.d3, 1\n" in ir
+    # %p4's lane, extracted after %p3, is extracted again before it.
+    copy = "%coreai.pair1.copy0 = extractelement <2 x float> %acc, i64 0\n"
+    assert copy in ir and ir.index(copy) < ir.index("%p3 = tail call")
+    assert "float %coreai.pair1.copy0, float %coreai.pair1.copy0)" in ir
+    # The others are left as they were.
+    for unpaired in ("%p5", "%p6", "%p7", "%p8", "%p9", "%p10"):
+        assert f"{unpaired} = tail call {_RESULT} {_MMA_ASM}(i32 %a" in ir, unpaired
+        assert ir.count(f"{unpaired} = ") == 1
+    assert ir.count("i32 0, i32 %b") == 6
+    # clang's IR verifier accepts it: eight mma instructions where ten were.
+    compiled = _code_generator(ir)
+    assert compiled.returncode == 0, compiled.stderr
+    assert compiled.stdout.count("mma.sync.aligned.m16n8k8") == 8, compiled.stdout
 
 
 @requires_gpu
@@ -595,7 +765,8 @@ def test_whole_simdgroups_keep_accumulators_in_the_matrix_units_layout() -> None
         torch.ops.coreai_torch.release_kernel.default(handle)
     # The loops are unrolled and the 16 accumulators live in registers.
     assert ".local" not in whole and ".local" not in partial
-    assert whole.count("mma.sync.aligned.m16n8k8") == 16
+    # Products that share a b run two to an instruction (cuda/paired_products.h).
+    assert whole.count("mma.sync.aligned.m16n8k8") == 8
     # With whole SIMD-groups nothing is re-laid: each loaded b is transposed
     # once for its four products, and Apple's copies, unread, are gone.
     assert whole.count("movmatrix.sync.aligned.m8n8.trans.b16") == 4

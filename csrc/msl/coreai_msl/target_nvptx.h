@@ -28,8 +28,12 @@
 
 // `threadgroup` storage after the JIT's rewrite (source_scan.h): CUDA shared
 // memory, one copy per block. Metal allows at most 32 KiB of it, within the
-// 48 KiB a kernel may declare statically.
-#define COREAI_THREADGROUP_STORAGE static __attribute__((shared))
+// 48 KiB a kernel may declare statically. Each array starts at a multiple of
+// 16 bytes (padding between arrays, nothing a kernel can rely on or see but
+// its addresses): a vector access to a tile at an offset that is a multiple
+// of its size is then aligned, which the CUDA backend reads off the IR
+// rather than testing at run time (cuda/known_alignment.h).
+#define COREAI_THREADGROUP_STORAGE static __attribute__((shared, aligned(16)))
 
 namespace coreai::target {
 

@@ -1,0 +1,79 @@
+// Reading LLVM IR as clang prints it (-emit-llvm -S), line by line: what the
+// CUDA backend's rewrites of a kernel's optimized IR (vector_alignment.h,
+// paired_products.h) share. They run between clang's optimizer and its code
+// generator, where no LLVM library is linked into the extension.
+#pragma once
+
+#include <algorithm>
+#include <cctype>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace coreai_torch::cuda::llvm_ir {
+
+// A character of an unquoted IR name.
+inline bool is_name_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '$' || c == '.' ||
+         c == '_';
+}
+
+// A value named in the IR: %x, @g, %"quoted name".
+inline bool is_named_value(std::string_view s) {
+  if (s.size() < 2 || (s[0] != '%' && s[0] != '@')) return false;
+  if (s[1] == '"') return s.size() >= 3 && s.back() == '"' && s.find('"', 2) == s.size() - 1;
+  return std::all_of(s.begin() + 1, s.end(), is_name_char);
+}
+
+// The lines of `text`, without their line ends.
+inline std::vector<std::string_view> lines_of(const std::string& text) {
+  std::vector<std::string_view> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    lines.emplace_back(text.data() + start, end - start);
+    start = end + 1;
+  }
+  return lines;
+}
+
+// The block a label line starts ("%5" for `5:`, "%name" for `name:`), or "".
+inline std::string block_of_label(std::string_view line) {
+  if (line.empty() || line[0] == ' ' || line[0] == ';' || line[0] == '}') return {};
+  size_t end = 0;
+  if (line[0] == '"') {
+    end = line.find('"', 1);
+    if (end == std::string_view::npos) return {};
+    ++end;
+  } else {
+    while (end < line.size() && is_name_char(line[end])) ++end;
+  }
+  if (end == 0 || end >= line.size() || line[end] != ':') return {};
+  return "%" + std::string(line.substr(0, end));
+}
+
+// Whether `line` opens a function body (`define ... {`).
+inline bool opens_function(std::string_view line) {
+  return line.substr(0, 7) == "define " && !line.empty() && line.back() == '{';
+}
+
+// The module's `lines` written to `out`, each function's body (its `define`
+// line and the lines up to its closing brace, which follows as it was) as
+// `rewrite(body, out)` writes it.
+template <class Rewrite>
+void rewrite_functions(const std::vector<std::string_view>& lines, std::string& out,
+                       Rewrite&& rewrite) {
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (!opens_function(lines[i])) {
+      out += lines[i];
+      out += '\n';
+      continue;
+    }
+    size_t end = i;
+    while (end < lines.size() && lines[end] != "}") ++end;
+    rewrite(std::vector<std::string_view>(lines.begin() + i, lines.begin() + end), out);
+    i = end - 1;
+  }
+}
+
+}  // namespace coreai_torch::cuda::llvm_ir

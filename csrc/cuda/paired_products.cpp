@@ -1,0 +1,298 @@
+#include "cuda/paired_products.h"
+
+#include "cuda/llvm_ir_text.h"
+
+#include <map>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace coreai_torch::cuda {
+namespace {
+
+using llvm_ir::is_name_char;
+using llvm_ir::is_named_value;
+
+// The 8x8 product of target_nvptx.h (multiply_8x8_fragments) as clang prints
+// it: the call up to the element type, the operands after it.
+constexpr std::string_view kCall =
+    "call { float, float, float, float } asm \"mma.sync.aligned.m16n8k8.row.col.f32.";
+constexpr std::string_view kOperands =
+    ".f32 {$0, $1, $2, $3}, {$4, $5}, {$6}, {$7, $8, $9, $10};\", "
+    "\"=f,=f,=f,=f,r,r,r,f,f,f,f\"(";
+constexpr std::string_view kFloatZero = "0.000000e+00";
+constexpr std::string_view kResultType = "{ float, float, float, float }";
+// How deep a chain of extracts and casts an operand is repeated through.
+constexpr int kCopyDepth = 3;
+
+struct Product {
+  size_t line = 0;
+  int block = 0;
+  std::string result;  // its name, %N
+  bool tail = false;
+  std::string element;        // "f16" or "bf16"
+  std::string a, b, c0, c1;   // the operands as written, without their types
+  std::string after;          // what follows the operands: attributes, metadata
+};
+
+// The named values a line mentions, with where each starts.
+std::vector<std::pair<size_t, std::string>> names_in(std::string_view line) {
+  std::vector<std::pair<size_t, std::string>> names;
+  for (size_t at = line.find('%'); at != std::string_view::npos; at = line.find('%', at + 1)) {
+    size_t end = at + 1;
+    if (end < line.size() && line[end] == '"') {
+      end = line.find('"', end + 1);
+      if (end == std::string_view::npos) break;
+      ++end;
+    } else {
+      while (end < line.size() && is_name_char(line[end])) ++end;
+    }
+    if (end > at + 1) names.emplace_back(at, std::string(line.substr(at, end - at)));
+    at = end - 1;
+  }
+  return names;
+}
+
+// The value `line` defines (`  %x = ...`), or "".
+std::string defined_by(std::string_view line) {
+  if (line.substr(0, 3) != "  %") return {};
+  const size_t eq = line.find(" = ");
+  if (eq == std::string_view::npos || !is_named_value(line.substr(2, eq - 2))) return {};
+  return std::string(line.substr(2, eq - 2));
+}
+
+// `text` with the prefix `what` removed, or nullopt if it does not start so.
+std::optional<std::string_view> after_prefix(std::string_view text, std::string_view what) {
+  if (text.substr(0, what.size()) != what) return std::nullopt;
+  return text.substr(what.size());
+}
+
+// The operand of `argument` ("i32 %x", "float 1.0") if its type is `type`.
+std::optional<std::string> operand(std::string_view argument, std::string_view type) {
+  std::optional<std::string_view> value = after_prefix(argument, type);
+  if (!value || value->empty() || (*value)[0] != ' ') return std::nullopt;
+  value->remove_prefix(1);
+  // A plain value or literal: no attributes, no constant expressions.
+  if (value->empty() || value->find_first_of(" (") != std::string_view::npos) return std::nullopt;
+  return std::string(*value);
+}
+
+// The product on `line`, if it is the headers' 8x8 product (A's second
+// register and C's rows 8..15 zero).
+std::optional<Product> parse_product(std::string_view line) {
+  Product p;
+  p.result = defined_by(line);
+  if (p.result.empty()) return std::nullopt;
+  std::string_view rest = line.substr(2 + p.result.size() + 3);
+  if (std::optional<std::string_view> t = after_prefix(rest, "tail ")) {
+    p.tail = true;
+    rest = *t;
+  }
+  std::optional<std::string_view> call = after_prefix(rest, kCall);
+  if (!call) return std::nullopt;
+  rest = *call;
+  for (std::string_view element : {"f16", "bf16"}) {
+    const std::string twice = std::string(element) + "." + std::string(element);
+    if (std::optional<std::string_view> r = after_prefix(rest, twice)) {
+      p.element = element;
+      rest = *r;
+      break;
+    }
+  }
+  std::optional<std::string_view> args = p.element.empty() ? std::nullopt
+                                                            : after_prefix(rest, kOperands);
+  if (!args) return std::nullopt;
+  const size_t close = args->find(')');
+  if (close == std::string_view::npos) return std::nullopt;
+  p.after = std::string(args->substr(close + 1));
+  std::vector<std::string_view> parts;
+  std::string_view list = args->substr(0, close);
+  for (size_t comma = list.find(", "); comma != std::string_view::npos; comma = list.find(", ")) {
+    parts.push_back(list.substr(0, comma));
+    list.remove_prefix(comma + 2);
+  }
+  parts.push_back(list);
+  if (parts.size() != 7) return std::nullopt;
+  std::optional<std::string> a = operand(parts[0], "i32"), a_high = operand(parts[1], "i32"),
+                             b = operand(parts[2], "i32"), c0 = operand(parts[3], "float"),
+                             c1 = operand(parts[4], "float"), c2 = operand(parts[5], "float"),
+                             c3 = operand(parts[6], "float");
+  if (!a || !b || !c0 || !c1 || a_high != "0" || c2 != kFloatZero || c3 != kFloatZero) {
+    return std::nullopt;
+  }
+  p.a = *a;
+  p.b = *b;
+  p.c0 = *c0;
+  p.c1 = *c1;
+  return p;
+}
+
+// One function of the module, paired.
+class FunctionPairing {
+ public:
+  FunctionPairing(const std::vector<std::string_view>& lines, int& pairs)
+      : lines_(lines), pairs_(pairs), replaced_(lines.size()), before_(lines.size()) {
+    int block = 0;
+    for (size_t i = 1; i < lines_.size(); ++i) {
+      if (!llvm_ir::block_of_label(lines_[i]).empty()) ++block;
+      const std::string defined = defined_by(lines_[i]);
+      if (!defined.empty()) definitions_[defined] = {i, block};
+      for (const auto& [at, name] : names_in(lines_[i])) {
+        if (at != 2 || name != defined) uses_[name].push_back(i);
+      }
+      if (std::optional<Product> p = parse_product(lines_[i])) {
+        p->line = i;
+        p->block = block;
+        products_.push_back(std::move(*p));
+      }
+    }
+  }
+
+  void pair_all() {
+    std::vector<bool> taken(products_.size(), false);
+    for (size_t x = 0; x < products_.size(); ++x) {
+      if (taken[x] || !low_rows_only(products_[x])) continue;
+      for (size_t y = x + 1; y < products_.size(); ++y) {
+        const Product& first = products_[x];
+        const Product& second = products_[y];
+        if (taken[y] || second.block != first.block || second.element != first.element ||
+            second.b != first.b || !low_rows_only(second)) {
+          continue;
+        }
+        Copies copies;
+        const std::string tag = "%coreai.pair" + std::to_string(pairs_);
+        auto at_first = [&](const std::string& v) { return available(v, first, tag, 0, copies); };
+        std::optional<std::string> a = at_first(second.a), c0 = at_first(second.c0),
+                                   c1 = at_first(second.c1);
+        if (!a || !c0 || !c1) continue;
+        emit(first, second, *a, *c0, *c1, tag, copies.text);
+        taken[x] = taken[y] = true;
+        ++pairs_;
+        break;
+      }
+    }
+  }
+
+  void write(std::string& out) const {
+    for (size_t i = 0; i < lines_.size(); ++i) {
+      out += before_[i];
+      if (replaced_[i]) {
+        out += *replaced_[i];
+      } else {
+        out += lines_[i];
+      }
+      out += '\n';
+    }
+  }
+
+ private:
+  struct Definition {
+    size_t line = 0;
+    int block = 0;
+  };
+
+  // Definitions repeated before a product: their text, and the copy of each value.
+  struct Copies {
+    std::string text;
+    std::map<std::string, std::string> of;
+  };
+
+  // Whether nothing reads rows 8..15 of the product's result: every use is
+  // an extract of element 0 or 1.
+  bool low_rows_only(const Product& p) const {
+    auto found = uses_.find(p.result);
+    if (found == uses_.end()) return true;
+    for (size_t line : found->second) {
+      const std::string defined = defined_by(lines_[line]);
+      if (defined.empty()) return false;
+      const std::string_view rest = lines_[line].substr(2 + defined.size() + 3);
+      const std::string extract =
+          "extractvalue " + std::string(kResultType) + " " + p.result + ", ";
+      if (rest != extract + "0" && rest != extract + "1") return false;
+    }
+    return true;
+  }
+
+  // The operand `v` usable at the product `at`: itself where it is known
+  // there, or a copy of its definition made just before it (an extract or a
+  // cast of values known there, `depth` levels deep); nullopt otherwise.
+  std::optional<std::string> available(const std::string& v, const Product& at,
+                                       const std::string& tag, int depth, Copies& copies) const {
+    if (v.empty() || v[0] != '%') return v;  // a literal
+    auto found = definitions_.find(v);
+    // A parameter; or defined in another block, which then dominates this
+    // one (the second product reads it here); or earlier in this block.
+    if (found == definitions_.end() || found->second.block != at.block ||
+        found->second.line < at.line) {
+      return v;
+    }
+    if (auto made = copies.of.find(v); made != copies.of.end()) return made->second;
+    if (depth == kCopyDepth) return std::nullopt;
+    const std::string_view line = lines_[found->second.line];
+    const std::string_view rest = line.substr(2 + v.size() + 3);
+    const bool pure = rest.substr(0, 13) == "extractvalue " ||
+                      rest.substr(0, 15) == "extractelement " || rest.substr(0, 8) == "bitcast ";
+    if (!pure) return std::nullopt;
+    std::string text;
+    size_t from = 0;
+    for (const auto& [pos, name] : names_in(rest)) {
+      std::optional<std::string> known = available(name, at, tag, depth + 1, copies);
+      if (!known) return std::nullopt;
+      text += rest.substr(from, pos - from);
+      text += *known;
+      from = pos + name.size();
+    }
+    text += rest.substr(from);
+    const std::string copy = tag + ".copy" + std::to_string(copies.of.size());
+    copies.text += "  " + copy + " = " + text + "\n";
+    copies.of[v] = copy;
+    return copy;
+  }
+
+  void emit(const Product& first, const Product& second, const std::string& a,
+            const std::string& c0, const std::string& c1, const std::string& tag,
+            const std::string& copies) {
+    const std::string e = first.element;
+    before_[first.line] = copies;
+    replaced_[first.line] = "  " + first.result + " = " + (first.tail ? "tail " : "") +
+                            std::string(kCall) + e + "." + e + std::string(kOperands) + "i32 " +
+                            first.a + ", i32 " + a + ", i32 " + first.b + ", float " + first.c0 +
+                            ", float " + first.c1 + ", float " + c0 + ", float " + c1 + ")" +
+                            first.after;
+    const std::string type(kResultType);
+    replaced_[second.line] =
+        "  " + tag + ".d2 = extractvalue " + type + " " + first.result + ", 2\n" +  //
+        "  " + tag + ".d3 = extractvalue " + type + " " + first.result + ", 3\n" +  //
+        "  " + tag + ".low = insertvalue " + type + " poison, float " + tag + ".d2, 0\n" +
+        "  " + second.result + " = insertvalue " + type + " " + tag + ".low, float " + tag +
+        ".d3, 1";
+  }
+
+  const std::vector<std::string_view>& lines_;
+  int& pairs_;
+  std::map<std::string, Definition> definitions_;
+  std::map<std::string, std::vector<size_t>> uses_;
+  std::vector<Product> products_;
+  std::vector<std::optional<std::string>> replaced_;
+  std::vector<std::string> before_;
+};
+
+}  // namespace
+
+PairedProducts pair_products_sharing_b(const std::string& ir) {
+  PairedProducts out;
+  if (ir.find("mma.sync.aligned.m16n8k8") == std::string::npos) {
+    out.ir = ir;
+    return out;
+  }
+  out.ir.reserve(ir.size() + 4096);
+  llvm_ir::rewrite_functions(llvm_ir::lines_of(ir), out.ir,
+                             [&](const std::vector<std::string_view>& body, std::string& to) {
+                               FunctionPairing pairing(body, out.count);
+                               pairing.pair_all();
+                               pairing.write(to);
+                             });
+  return out;
+}
+
+}  // namespace coreai_torch::cuda
