@@ -208,7 +208,11 @@ class FunctionPairing {
       const std::string_view rest = lines_[line].substr(2 + defined.size() + 3);
       const std::string extract =
           "extractvalue " + std::string(kResultType) + " " + p.result + ", ";
-      if (rest != extract + "0" && rest != extract + "1") return false;
+      if (rest.substr(0, extract.size()) != extract) return false;
+      // Element 0 or 1, then the end of the line or its metadata (!dbg).
+      const std::string_view index = rest.substr(extract.size());
+      if (index.empty() || (index[0] != '0' && index[0] != '1')) return false;
+      if (index.size() > 1 && index.substr(1, 3) != ", !") return false;
     }
     return true;
   }
