@@ -1,7 +1,5 @@
 #include "cuda/known_alignment.h"
 
-#include "cuda/llvm_ir_text.h"
-
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
