@@ -14,12 +14,13 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 import torch
 from support import ptx_check
 from support.child_process import child_env, run
-from support.cuda_tools import requires_gpu
+from support.cuda_tools import find_ptxas, requires_gpu
 from support.kernel_testing import observed_launches
 
 from coreai_torch import _C, MetalCompileError, MetalParameter, TorchMetalKernel
@@ -775,6 +776,39 @@ def test_whole_simdgroups_keep_accumulators_in_the_matrix_units_layout() -> None
     # With partial SIMD-groups every product re-lays its operands.
     assert partial.count("movmatrix.sync.aligned.m8n8.trans.b16") == 16
     assert partial.count("shfl.sync.idx.b32") >= 6 * 16
+
+
+@pytest.mark.skipif(not ptx_check.ENABLED, reason="needs libdevice and ptxas")
+def test_the_wide_gemm_fits_two_groups_per_sm(tmp_path) -> None:
+    """The GEMM row's speed rests on this: 64 mma per K step, at most 128 registers.
+
+    Two groups of 256 threads share an SM only at 128 registers or fewer
+    (65536 per SM); the benchmark's 0.16x cuBLAS needs both (docs/cuda.md,
+    "Two products that share B, one instruction").
+    """
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import bench_kernels
+
+    a = torch.zeros(256, 256, dtype=torch.float16)
+    kernel = bench_kernels.gemm_wide
+    spec = kernel.specialization([a, a], [2], [torch.float16])
+    handle = torch.ops.coreai_torch.register_kernel.default(*kernel.registration(spec))
+    try:
+        ptx = _C._cuda_ptx(handle, "sm_90", True)
+    finally:
+        torch.ops.coreai_torch.release_kernel.default(handle)
+    assert _entry_body(ptx).count("mma.sync.aligned.m16n8k8") == 64
+    source = tmp_path / "gemm.ptx"
+    source.write_text(ptx)
+    report = subprocess.run(
+        [find_ptxas(), "-arch=sm_90", "-v", str(source), "-o", str(tmp_path / "gemm.cubin")],
+        capture_output=True,
+        text=True,
+    )
+    assert report.returncode == 0, report.stderr
+    registers = int(re.search(r"Used (\d+) registers", report.stderr).group(1))
+    assert registers <= 128, report.stderr
+    assert "0 bytes spill stores" in report.stderr, report.stderr
 
 
 def test_only_kernels_with_simdgroup_matrices_have_two_forms() -> None:
