@@ -1,5 +1,7 @@
 #include "cuda/known_alignment.h"
 
+#include "cuda/llvm_ir_text.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
@@ -9,26 +11,10 @@
 namespace coreai_torch::cuda {
 namespace {
 
+using llvm_ir::operands_of;
+
 constexpr int kMaxBits = 12;  // 4096: more than any access needs
 constexpr size_t kMaxDepth = 48;
-
-// `s` split at its top-level ", " (not inside (), [], <> or {}).
-std::vector<std::string_view> operands_of(std::string_view s) {
-  std::vector<std::string_view> parts;
-  int depth = 0;
-  size_t start = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    if (c == '(' || c == '[' || c == '<' || c == '{') ++depth;
-    if (c == ')' || c == ']' || c == '>' || c == '}') --depth;
-    if (depth == 0 && c == ',' && i + 1 < s.size() && s[i + 1] == ' ') {
-      parts.push_back(s.substr(start, i - start));
-      start = i + 2;
-    }
-  }
-  parts.push_back(s.substr(start));
-  return parts;
-}
 
 // `s` without its leading words that are in `words` (flags such as nuw).
 std::string_view skip_words(std::string_view s, std::initializer_list<std::string_view> words) {
@@ -110,11 +96,10 @@ KnownAlignment::KnownAlignment(const std::vector<std::string_view>& function,
                                const std::map<std::string, int>& globals)
     : globals_(globals) {
   for (size_t i = 1; i < function.size(); ++i) {
-    const std::string_view line = function[i];
-    if (line.substr(0, 3) != "  %") continue;
-    const size_t eq = line.find(" = ");
-    if (eq == std::string_view::npos) continue;
-    definitions_.emplace(std::string(line.substr(2, eq - 2)), line.substr(eq + 3));
+    std::string name = llvm_ir::defined_by(function[i]);
+    if (name.empty()) continue;
+    const std::string_view rest = function[i].substr(2 + name.size() + 3);
+    definitions_.emplace(std::move(name), rest);
   }
 }
 

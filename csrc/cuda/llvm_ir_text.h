@@ -52,6 +52,33 @@ inline std::string block_of_label(std::string_view line) {
   return "%" + std::string(line.substr(0, end));
 }
 
+// The value `line` defines (`  %x = ...`), or "".
+inline std::string defined_by(std::string_view line) {
+  if (line.substr(0, 3) != "  %") return {};
+  const size_t eq = line.find(" = ");
+  if (eq == std::string_view::npos || !is_named_value(line.substr(2, eq - 2))) return {};
+  return std::string(line.substr(2, eq - 2));
+}
+
+// `s` split at its top-level ", " (not inside (), [], <> or {}): an
+// instruction's operands.
+inline std::vector<std::string_view> operands_of(std::string_view s) {
+  std::vector<std::string_view> parts;
+  int depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c == '(' || c == '[' || c == '<' || c == '{') ++depth;
+    if (c == ')' || c == ']' || c == '>' || c == '}') --depth;
+    if (depth == 0 && c == ',' && i + 1 < s.size() && s[i + 1] == ' ') {
+      parts.push_back(s.substr(start, i - start));
+      start = i + 2;
+    }
+  }
+  parts.push_back(s.substr(start));
+  return parts;
+}
+
 // Whether `line` opens a function body (`define ... {`).
 inline bool opens_function(std::string_view line) {
   return line.substr(0, 7) == "define " && !line.empty() && line.back() == '{';

@@ -10,8 +10,8 @@
 namespace coreai_torch::cuda {
 namespace {
 
+using llvm_ir::defined_by;
 using llvm_ir::is_name_char;
-using llvm_ir::is_named_value;
 
 // The 8x8 product of target_nvptx.h (multiply_8x8_fragments) as clang prints
 // it: the call up to the element type, the operands after it.
@@ -51,14 +51,6 @@ std::vector<std::pair<size_t, std::string>> names_in(std::string_view line) {
     at = end - 1;
   }
   return names;
-}
-
-// The value `line` defines (`  %x = ...`), or "".
-std::string defined_by(std::string_view line) {
-  if (line.substr(0, 3) != "  %") return {};
-  const size_t eq = line.find(" = ");
-  if (eq == std::string_view::npos || !is_named_value(line.substr(2, eq - 2))) return {};
-  return std::string(line.substr(2, eq - 2));
 }
 
 // `text` with the prefix `what` removed, or nullopt if it does not start so.
@@ -105,13 +97,7 @@ std::optional<Product> parse_product(std::string_view line) {
   const size_t close = args->find(')');
   if (close == std::string_view::npos) return std::nullopt;
   p.after = std::string(args->substr(close + 1));
-  std::vector<std::string_view> parts;
-  std::string_view list = args->substr(0, close);
-  for (size_t comma = list.find(", "); comma != std::string_view::npos; comma = list.find(", ")) {
-    parts.push_back(list.substr(0, comma));
-    list.remove_prefix(comma + 2);
-  }
-  parts.push_back(list);
+  const std::vector<std::string_view> parts = llvm_ir::operands_of(args->substr(0, close));
   if (parts.size() != 7) return std::nullopt;
   std::optional<std::string> a = operand(parts[0], "i32"), a_high = operand(parts[1], "i32"),
                              b = operand(parts[2], "i32"), c0 = operand(parts[3], "float"),
@@ -146,17 +132,18 @@ class FunctionPairing {
         products_.push_back(std::move(*p));
       }
     }
+    for (const Product& p : products_) low_rows_only_.push_back(low_rows_only(p));
   }
 
   void pair_all() {
     std::vector<bool> taken(products_.size(), false);
     for (size_t x = 0; x < products_.size(); ++x) {
-      if (taken[x] || !low_rows_only(products_[x])) continue;
+      if (taken[x] || !low_rows_only_[x]) continue;
       for (size_t y = x + 1; y < products_.size(); ++y) {
         const Product& first = products_[x];
         const Product& second = products_[y];
         if (taken[y] || second.block != first.block || second.element != first.element ||
-            second.b != first.b || !low_rows_only(second)) {
+            second.b != first.b || !low_rows_only_[y]) {
           continue;
         }
         Copies copies;
@@ -277,6 +264,7 @@ class FunctionPairing {
   std::map<std::string, Definition> definitions_;
   std::map<std::string, std::vector<size_t>> uses_;
   std::vector<Product> products_;
+  std::vector<bool> low_rows_only_;  // per product: nothing reads its rows 8..15
   std::vector<std::optional<std::string>> replaced_;
   std::vector<std::string> before_;
 };
