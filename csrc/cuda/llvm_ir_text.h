@@ -1,13 +1,15 @@
 // Reading LLVM IR as clang prints it (-emit-llvm -S), line by line: what the
 // CUDA backend's rewrites of a kernel's optimized IR (vector_alignment.h,
-// paired_products.h) share. They run between clang's optimizer and its code
-// generator, where no LLVM library is linked into the extension.
+// paired_products.h, chained_products.h) share. They run between clang's
+// optimizer and its code generator, where no LLVM library is linked into the
+// extension.
 #pragma once
 
 #include <algorithm>
 #include <cctype>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace coreai_torch::cuda::llvm_ir {
@@ -58,6 +60,24 @@ inline std::string defined_by(std::string_view line) {
   const size_t eq = line.find(" = ");
   if (eq == std::string_view::npos || !is_named_value(line.substr(2, eq - 2))) return {};
   return std::string(line.substr(2, eq - 2));
+}
+
+// The named values a line mentions, with where each starts.
+inline std::vector<std::pair<size_t, std::string>> names_in(std::string_view line) {
+  std::vector<std::pair<size_t, std::string>> names;
+  for (size_t at = line.find('%'); at != std::string_view::npos; at = line.find('%', at + 1)) {
+    size_t end = at + 1;
+    if (end < line.size() && line[end] == '"') {
+      end = line.find('"', end + 1);
+      if (end == std::string_view::npos) break;
+      ++end;
+    } else {
+      while (end < line.size() && is_name_char(line[end])) ++end;
+    }
+    if (end > at + 1) names.emplace_back(at, std::string(line.substr(at, end - at)));
+    at = end - 1;
+  }
+  return names;
 }
 
 // `s` split at its top-level ", " (not inside (), [], <> or {}): an

@@ -1,6 +1,7 @@
 #include "cuda/paired_products.h"
 
 #include "cuda/llvm_ir_text.h"
+#include "cuda/mma_text.h"
 
 #include <map>
 #include <optional>
@@ -11,105 +12,19 @@ namespace coreai_torch::cuda {
 namespace {
 
 using llvm_ir::defined_by;
-using llvm_ir::is_name_char;
+using llvm_ir::names_in;
+using mma_text::kFloatZero;
+using mma_text::kResultType;
+using mma_text::ProductK8;
 
-// The 8x8 product of target_nvptx.h (multiply_8x8_fragments) as clang prints
-// it: the call up to the element type, the operands after it.
-constexpr std::string_view kCall =
-    "call { float, float, float, float } asm \"mma.sync.aligned.m16n8k8.row.col.f32.";
-constexpr std::string_view kOperands =
-    ".f32 {$0, $1, $2, $3}, {$4, $5}, {$6}, {$7, $8, $9, $10};\", "
-    "\"=f,=f,=f,=f,r,r,r,f,f,f,f\"(";
-constexpr std::string_view kFloatZero = "0.000000e+00";
-constexpr std::string_view kResultType = "{ float, float, float, float }";
 // How deep a chain of extracts and casts an operand is repeated through.
 constexpr int kCopyDepth = 3;
 
-struct Product {
-  size_t line = 0;
-  int block = 0;
-  std::string result;  // its name, %N
-  bool tail = false;
-  std::string element;        // "f16" or "bf16"
-  std::string a, b, c0, c1;   // the operands as written, without their types
-  std::string after;          // what follows the operands: attributes, metadata
-};
-
-// The named values a line mentions, with where each starts.
-std::vector<std::pair<size_t, std::string>> names_in(std::string_view line) {
-  std::vector<std::pair<size_t, std::string>> names;
-  for (size_t at = line.find('%'); at != std::string_view::npos; at = line.find('%', at + 1)) {
-    size_t end = at + 1;
-    if (end < line.size() && line[end] == '"') {
-      end = line.find('"', end + 1);
-      if (end == std::string_view::npos) break;
-      ++end;
-    } else {
-      while (end < line.size() && is_name_char(line[end])) ++end;
-    }
-    if (end > at + 1) names.emplace_back(at, std::string(line.substr(at, end - at)));
-    at = end - 1;
-  }
-  return names;
-}
-
-// `text` with the prefix `what` removed, or nullopt if it does not start so.
-std::optional<std::string_view> after_prefix(std::string_view text, std::string_view what) {
-  if (text.substr(0, what.size()) != what) return std::nullopt;
-  return text.substr(what.size());
-}
-
-// The operand of `argument` ("i32 %x", "float 1.0") if its type is `type`.
-std::optional<std::string> operand(std::string_view argument, std::string_view type) {
-  std::optional<std::string_view> value = after_prefix(argument, type);
-  if (!value || value->empty() || (*value)[0] != ' ') return std::nullopt;
-  value->remove_prefix(1);
-  // A plain value or literal: no attributes, no constant expressions.
-  if (value->empty() || value->find_first_of(" (") != std::string_view::npos) return std::nullopt;
-  return std::string(*value);
-}
-
-// The product on `line`, if it is the headers' 8x8 product (A's second
-// register and C's rows 8..15 zero).
-std::optional<Product> parse_product(std::string_view line) {
-  Product p;
-  p.result = defined_by(line);
-  if (p.result.empty()) return std::nullopt;
-  std::string_view rest = line.substr(2 + p.result.size() + 3);
-  if (std::optional<std::string_view> t = after_prefix(rest, "tail ")) {
-    p.tail = true;
-    rest = *t;
-  }
-  std::optional<std::string_view> call = after_prefix(rest, kCall);
-  if (!call) return std::nullopt;
-  rest = *call;
-  for (std::string_view element : {"f16", "bf16"}) {
-    const std::string twice = std::string(element) + "." + std::string(element);
-    if (std::optional<std::string_view> r = after_prefix(rest, twice)) {
-      p.element = element;
-      rest = *r;
-      break;
-    }
-  }
-  std::optional<std::string_view> args = p.element.empty() ? std::nullopt
-                                                            : after_prefix(rest, kOperands);
-  if (!args) return std::nullopt;
-  const size_t close = args->find(')');
-  if (close == std::string_view::npos) return std::nullopt;
-  p.after = std::string(args->substr(close + 1));
-  const std::vector<std::string_view> parts = llvm_ir::operands_of(args->substr(0, close));
-  if (parts.size() != 7) return std::nullopt;
-  std::optional<std::string> a = operand(parts[0], "i32"), a_high = operand(parts[1], "i32"),
-                             b = operand(parts[2], "i32"), c0 = operand(parts[3], "float"),
-                             c1 = operand(parts[4], "float"), c2 = operand(parts[5], "float"),
-                             c3 = operand(parts[6], "float");
-  if (!a || !b || !c0 || !c1 || a_high != "0" || c2 != kFloatZero || c3 != kFloatZero) {
-    return std::nullopt;
-  }
-  p.a = *a;
-  p.b = *b;
-  p.c0 = *c0;
-  p.c1 = *c1;
+// The product on `line`, if it is the headers' 8x8 product (A's rows 8..15
+// and C's zero).
+std::optional<ProductK8> parse_product(std::string_view line) {
+  std::optional<ProductK8> p = mma_text::parse_k8(line);
+  if (!p || p->a_high != "0" || p->c[2] != kFloatZero || p->c[3] != kFloatZero) return std::nullopt;
   return p;
 }
 
@@ -126,13 +41,13 @@ class FunctionPairing {
       for (const auto& [at, name] : names_in(lines_[i])) {
         if (at != 2 || name != defined) uses_[name].push_back(i);
       }
-      if (std::optional<Product> p = parse_product(lines_[i])) {
+      if (std::optional<ProductK8> p = parse_product(lines_[i])) {
         p->line = i;
         p->block = block;
         products_.push_back(std::move(*p));
       }
     }
-    for (const Product& p : products_) low_rows_only_.push_back(low_rows_only(p));
+    for (const ProductK8& p : products_) low_rows_only_.push_back(low_rows_only(p));
   }
 
   void pair_all() {
@@ -140,8 +55,8 @@ class FunctionPairing {
     for (size_t x = 0; x < products_.size(); ++x) {
       if (taken[x] || !low_rows_only_[x]) continue;
       for (size_t y = x + 1; y < products_.size(); ++y) {
-        const Product& first = products_[x];
-        const Product& second = products_[y];
+        const ProductK8& first = products_[x];
+        const ProductK8& second = products_[y];
         if (taken[y] || second.block != first.block || second.element != first.element ||
             second.b != first.b || !low_rows_only_[y]) {
           continue;
@@ -149,8 +64,8 @@ class FunctionPairing {
         Copies copies;
         const std::string tag = "%coreai.pair" + std::to_string(pairs_);
         auto at_first = [&](const std::string& v) { return available(v, first, tag, 0, copies); };
-        std::optional<std::string> a = at_first(second.a), c0 = at_first(second.c0),
-                                   c1 = at_first(second.c1);
+        std::optional<std::string> a = at_first(second.a_low), c0 = at_first(second.c[0]),
+                                   c1 = at_first(second.c[1]);
         if (!a || !c0 || !c1) continue;
         emit(first, second, *a, *c0, *c1, tag, copies.text);
         taken[x] = taken[y] = true;
@@ -186,7 +101,7 @@ class FunctionPairing {
 
   // Whether nothing reads rows 8..15 of the product's result: every use is
   // an extract of element 0 or 1.
-  bool low_rows_only(const Product& p) const {
+  bool low_rows_only(const ProductK8& p) const {
     auto found = uses_.find(p.result);
     if (found == uses_.end()) return true;
     for (size_t line : found->second) {
@@ -207,7 +122,7 @@ class FunctionPairing {
   // The operand `v` usable at the product `at`: itself where it is known
   // there, or a copy of its definition made just before it (an extract or a
   // cast of values known there, `depth` levels deep); nullopt otherwise.
-  std::optional<std::string> available(const std::string& v, const Product& at,
+  std::optional<std::string> available(const std::string& v, const ProductK8& at,
                                        const std::string& tag, int depth, Copies& copies) const {
     if (v.empty() || v[0] != '%') return v;  // a literal
     auto found = definitions_.find(v);
@@ -240,16 +155,13 @@ class FunctionPairing {
     return copy;
   }
 
-  void emit(const Product& first, const Product& second, const std::string& a,
+  void emit(const ProductK8& first, const ProductK8& second, const std::string& a,
             const std::string& c0, const std::string& c1, const std::string& tag,
             const std::string& copies) {
-    const std::string e = first.element;
     before_[first.line] = copies;
-    replaced_[first.line] = "  " + first.result + " = " + (first.tail ? "tail " : "") +
-                            std::string(kCall) + e + "." + e + std::string(kOperands) + "i32 " +
-                            first.a + ", i32 " + a + ", i32 " + first.b + ", float " + first.c0 +
-                            ", float " + first.c1 + ", float " + c0 + ", float " + c1 + ")" +
-                            first.after;
+    replaced_[first.line] = mma_text::k8_line(first.result, first.tail, first.element,
+                                              first.a_low, a, first.b,
+                                              {first.c[0], first.c[1], c0, c1}, first.after);
     const std::string type(kResultType);
     replaced_[second.line] =
         "  " + tag + ".d2 = extractvalue " + type + " " + first.result + ", 2\n" +  //
@@ -263,7 +175,7 @@ class FunctionPairing {
   int& pairs_;
   std::map<std::string, Definition> definitions_;
   std::map<std::string, std::vector<size_t>> uses_;
-  std::vector<Product> products_;
+  std::vector<ProductK8> products_;
   std::vector<bool> low_rows_only_;  // per product: nothing reads its rows 8..15
   std::vector<std::optional<std::string>> replaced_;
   std::vector<std::string> before_;

@@ -13,6 +13,7 @@
 #include "specializations/launch_args.h"
 #include "cuda/ptx_fixup.h"
 #include "cuda/toolchain.h"
+#include "cuda/chained_products.h"
 #include "cuda/paired_products.h"
 #include "cuda/vector_alignment.h"
 #include "msl/coreai_msl/cuda_abi.h"
@@ -86,12 +87,14 @@ std::string entry_shim(const KernelRecord& record, bool bounded) {
 // repairs), part of the disk cache key: PTX that an earlier version wrote is
 // compiled again, not reused. Bump it whenever their output changes.
 // 1: vector accesses tested for alignment; 2: products sharing B paired, and
-// accesses the IR proves aligned left untested.
-constexpr int kIrRewriteVersion = 2;
+// accesses the IR proves aligned left untested; 3: products in a row on one
+// accumulator fused.
+constexpr int kIrRewriteVersion = 3;
 
 // The artifact holds the kernel's optimized LLVM IR (-emit-llvm); this makes
 // it the PTX: SIMD-group matrix products that share B paired on one
-// instruction (paired_products.h), under-aligned vector accesses tested at run
+// instruction (paired_products.h), products in a row on one accumulator fused
+// (chained_products.h), under-aligned vector accesses tested at run
 // time (vector_alignment.h), the IR compiled, then the PTX's half and bfloat
 // globals repaired from the IR (ptx_fixup.h). The code generator alone
 // compiles the IR, so that nothing merges the two paths of a tested access
@@ -103,7 +106,8 @@ void ptx_from_ir(const jit::CompileRequest& r, const jit::CacheDir& cache,
               "from the cache directory ", cache.path(), " while it was being compiled");
   const std::string ir = jit::CacheDir::read_all(fd->get());
   fd.reset();
-  const VersionedVectors versioned = version_underaligned_vectors(pair_products_sharing_b(ir).ir);
+  const VersionedVectors versioned =
+      version_underaligned_vectors(fuse_chained_products(pair_products_sharing_b(ir).ir).ir);
   const std::string stem = jit::sha256_hex(artifact);
   const std::string ll = cache.temporary(stem, ".ll");
   const std::string ptx_file = cache.temporary(stem, ".ptx");

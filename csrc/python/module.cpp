@@ -19,6 +19,7 @@
 #include "cpu/x86_division.h"
 #include "cuda/target.h"
 #include "cuda/toolchain.h"
+#include "cuda/chained_products.h"
 #include "cuda/paired_products.h"
 #include "cuda/vector_alignment.h"
 #include "python/kernel_call.h"
@@ -190,6 +191,16 @@ PYBIND11_MODULE(_C, m) {
       "For tests: the CUDA backend's rewrite of optimized LLVM IR that puts two SIMD-group "
       "matrix products sharing B on one tensor-core instruction (cuda/paired_products.h); "
       "returns (IR, how many pairs were made).");
+  m.def(
+      "_cuda_fuse_chained_products",
+      [](const std::string& ir) {
+        coreai_torch::cuda::ChainedProducts p = coreai_torch::cuda::fuse_chained_products(ir);
+        return pybind11::make_tuple(p.ir, p.count);
+      },
+      pybind11::arg("ir"),
+      "For tests: the CUDA backend's rewrite of optimized LLVM IR that makes two SIMD-group "
+      "matrix products in a row on one accumulator one m16n8k16 (cuda/chained_products.h); "
+      "returns (IR, how many m16n8k16 were made).");
   m.def(
       "_cuda_uses_simdgroup_matrices",
       [](int64_t handle) {

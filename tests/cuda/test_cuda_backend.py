@@ -449,6 +449,109 @@ def test_products_sharing_b_are_paired_on_one_instruction() -> None:
     assert compiled.stdout.count("mma.sync.aligned.m16n8k8") == 8, compiled.stdout
 
 
+def _k8(result: str, a: tuple[str, str], b: str, c: tuple[str, str, str, str]) -> str:
+    """An m16n8k8 product as clang prints it, with every operand given."""
+    return (
+        f"  {result} = tail call {_RESULT} {_MMA_ASM}(i32 {a[0]}, i32 {a[1]}, i32 {b}, "
+        f"float {c[0]}, float {c[1]}, float {c[2]}, float {c[3]})\n"
+    )
+
+
+def _elements(of: str, names: str) -> str:
+    """The four elements of the product ``of`` extracted as %<names>0..3."""
+    return "".join(f"  %{names}{k} = extractvalue {_RESULT} {of}, {k}\n" for k in range(4))
+
+
+_ZERO = "0.000000e+00"
+_ONES = (_ONE, _ONE, _ONE, _ONE)
+# Products in a row on one accumulator, as a GEMM's unrolled K loop has them
+# after the pairing, and the cases that must stay apart. %q2 reads %q1's D
+# through the pairing's extracts and inserts, and %q1's D also feeds an
+# unused shuffle (fused); %q3 reads %q2's, which is fused already; the lone
+# products %r1, %r2 have zero rows 8..15 (fused); %s1's D is also added up
+# elsewhere; %u2 reads %u1's elements in another order; %t2 is in the next
+# block.
+_CHAINED_IR = (
+    'target datalayout = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"\n'
+    'target triple = "nvptx64-nvidia-cuda"\n\n'
+    "define void @chains(ptr addrspace(1) %out, i32 %a0, i32 %a1, i32 %a2, i32 %a3, i32 %b0, "
+    "i32 %b1, i1 %flag) {\n"
+    + _k8("%q1", ("%a0", "%a1"), "%b0", _ONES)
+    + f"  %q1.0 = extractvalue {_RESULT} %q1, 0\n"
+    + f"  %q1.1 = extractvalue {_RESULT} %q1, 1\n"
+    + f"  %q1.2 = extractvalue {_RESULT} %q1, 2\n"
+    + f"  %q1.3 = extractvalue {_RESULT} %q1, 3\n"
+    + f"  %q1.low = insertvalue {_RESULT} poison, float %q1.2, 0\n"
+    + f"  %q1.high = insertvalue {_RESULT} %q1.low, float %q1.3, 1\n"
+    + f"  %q1.h0 = extractvalue {_RESULT} %q1.high, 0, !srcloc !0\n"
+    + f"  %q1.h1 = extractvalue {_RESULT} %q1.high, 1\n"
+    + "  %q1.bits = bitcast float %q1.0 to i32\n"
+    + '  %q1.unused = tail call i32 asm "shfl.sync.idx.b32 $0, $1, 0, 31, -1;", "=r,r"'
+    "(i32 %q1.bits)\n"
+    + _k8("%q2", ("%a2", "%a3"), "%b1", ("%q1.0", "%q1.1", "%q1.h0", "%q1.h1"))
+    + _elements("%q2", "q2.")
+    + _k8("%q3", ("%a0", "%a1"), "%b1", ("%q2.0", "%q2.1", "%q2.2", "%q2.3"))
+    + _elements("%q3", "q3.")
+    + _k8("%r1", ("%a0", "0"), "%b0", (_ONE, _TWO, _ZERO, _ZERO))
+    + _elements("%r1", "r1.")
+    + _k8("%r2", ("%a2", "0"), "%b1", ("%r1.0", "%r1.1", _ZERO, _ZERO))
+    + _elements("%r2", "r2.")
+    + _k8("%s1", ("%a0", "%a1"), "%b0", _ONES)
+    + _elements("%s1", "s1.")
+    + _k8("%s2", ("%a2", "%a3"), "%b1", ("%s1.0", "%s1.1", "%s1.2", "%s1.3"))
+    + _elements("%s2", "s2.")
+    + _k8("%u1", ("%a0", "%a1"), "%b0", _ONES)
+    + _elements("%u1", "u1.")
+    + _k8("%u2", ("%a2", "%a3"), "%b1", ("%u1.1", "%u1.0", "%u1.2", "%u1.3"))
+    + _elements("%u2", "u2.")
+    + _k8("%t1", ("%a0", "%a1"), "%b0", _ONES)
+    + _elements("%t1", "t1.")
+    + "  br label %next\n\n"
+    + "next:\n"
+    + _k8("%t2", ("%a2", "%a3"), "%b1", ("%t1.0", "%t1.1", "%t1.2", "%t1.3"))
+    + _elements("%t2", "t2.")
+    + "".join(
+        f"  %sum{i} = fadd float {'%q3.0' if i == 0 else f'%sum{i - 1}'}, {v}\n"
+        for i, v in enumerate(["%q3.3", "%r2.0", "%r2.3", "%s2.0", "%s1.0", "%u2.2", "%t2.1"])
+    )
+    + "  store float %sum6, ptr addrspace(1) %out, align 4\n"
+    + "  ret void\n"
+    + "}\n\n"
+    + "!0 = !{i64 1}\n"
+)
+
+
+@pytest.mark.skipif(not ptx_check.ENABLED, reason="needs libdevice and ptxas")
+def test_products_in_a_row_on_one_accumulator_are_fused() -> None:
+    ir, fused = _C._cuda_fuse_chained_products(_CHAINED_IR)
+    assert fused == 2, ir
+    k16 = (
+        _MMA_ASM.replace("m16n8k8", "m16n8k16")
+        .replace(
+            "{$4, $5}, {$6}, {$7, $8, $9, $10}", "{$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13}"
+        )
+        .replace("r,r,r,f,f,f,f", "r,r,r,r,r,r,f,f,f,f")
+    )
+    # At the second product's place: both A side by side, B one over the
+    # other, the first product's C.
+    assert (
+        f"%q2 = tail call {_RESULT} {k16}(i32 %a0, i32 %a1, i32 %a2, i32 %a3, i32 %b0, i32 %b1, "
+        f"float {_ONE}, float {_ONE}, float {_ONE}, float {_ONE})\n" in ir
+    ), ir
+    assert (
+        f"%r2 = tail call {_RESULT} {k16}(i32 %a0, i32 0, i32 %a2, i32 0, i32 %b0, i32 %b1, "
+        f"float {_ONE}, float {_TWO}, float {_ZERO}, float {_ZERO})\n" in ir
+    ), ir
+    for kept in ("%q1", "%q3", "%r1", "%s1", "%s2", "%u1", "%u2", "%t1", "%t2"):
+        assert f"{kept} = tail call {_RESULT} {_MMA_ASM}(" in ir, kept
+    # The first products of the fused pairs are left unused; the code
+    # generator drops them: two m16n8k16, seven m16n8k8.
+    compiled = _code_generator(ir)
+    assert compiled.returncode == 0, compiled.stderr
+    assert compiled.stdout.count("mma.sync.aligned.m16n8k16") == 2, compiled.stdout
+    assert compiled.stdout.count("mma.sync.aligned.m16n8k8") == 7, compiled.stdout
+
+
 @requires_gpu
 @pytest.mark.parametrize("shift", range(4))
 def test_vector_accesses_at_element_aligned_addresses_on_the_gpu(shift: int) -> None:
@@ -747,6 +850,22 @@ tile_gemm = TorchMetalKernel(
 )
 
 
+# The same, K in steps of 16 made of two of 8: each two products in a row on
+# one accumulator, which the GPU runs as one m16n8k16 (cuda/chained_products.h).
+tile_gemm_two_steps = TorchMetalKernel(
+    "cuda_tile_gemm_two_steps",
+    ["A", "B"],
+    ["C"],
+    src=TILE_GEMM_SRC.replace(
+        "for (uint k = 0; k < K; k += 8) {",
+        "for (uint k16 = 0; k16 < K; k16 += 16)\n"
+        "        for (uint k = k16, step = 0; step < 2; k += 8, ++step) {",
+    ),
+    torch_defn=_tile_product,
+    metal_params=[GID],
+)
+
+
 def _entry_body(ptx: str) -> str:
     """The kernel function's PTX, without the functions it calls."""
     start = ptx.index(".entry coreai_cuda_kernel")
@@ -778,9 +897,28 @@ def test_whole_simdgroups_keep_accumulators_in_the_matrix_units_layout() -> None
     assert partial.count("shfl.sync.idx.b32") >= 6 * 16
 
 
+def test_two_products_in_a_row_run_as_one_m16n8k16() -> None:
+    a = torch.zeros(32, 64, dtype=torch.float16)
+    b = torch.zeros(64, 32, dtype=torch.float16)
+    spec = tile_gemm_two_steps.specialization([a, b], [2], [torch.float32])
+    registration = tile_gemm_two_steps.registration(spec)
+    handle = torch.ops.coreai_torch.register_kernel.default(*registration)
+    try:
+        whole = _entry_body(_C._cuda_ptx(handle, "sm_90", True))
+        partial = _entry_body(_C._cuda_ptx(handle, "sm_90", False))
+    finally:
+        torch.ops.coreai_torch.release_kernel.default(handle)
+    # 32 products per step of 16: paired to 16, fused to 8.
+    assert whole.count("mma.sync.aligned.m16n8k16") == 8
+    assert "mma.sync.aligned.m16n8k8" not in whole
+    # With partial SIMD-groups each product re-lays its result: none is fused.
+    assert partial.count("mma.sync.aligned.m16n8k8") == 32
+    assert "mma.sync.aligned.m16n8k16" not in partial
+
+
 @pytest.mark.skipif(not ptx_check.ENABLED, reason="needs libdevice and ptxas")
 def test_the_wide_gemm_fits_two_groups_per_sm(tmp_path) -> None:
-    """The GEMM row's speed rests on this: 64 mma per K step, at most 128 registers.
+    """The GEMM row's speed rests on this: 32 mma per tile step, at most 128 registers.
 
     Two groups of 256 threads share an SM only at 128 registers or fewer
     (65536 per SM); the benchmark's 0.16x cuBLAS needs both (docs/cuda.md,
@@ -797,7 +935,11 @@ def test_the_wide_gemm_fits_two_groups_per_sm(tmp_path) -> None:
         ptx = _C._cuda_ptx(handle, "sm_90", True)
     finally:
         torch.ops.coreai_torch.release_kernel.default(handle)
-    assert _entry_body(ptx).count("mma.sync.aligned.m16n8k8") == 64
+    body = _entry_body(ptx)
+    # 128 products per tile of K (four steps of 8): paired (64), then each two
+    # steps in a row fused (32).
+    assert body.count("mma.sync.aligned.m16n8k16") == 32
+    assert "mma.sync.aligned.m16n8k8" not in body
     source = tmp_path / "gemm.ptx"
     source.write_text(ptx)
     report = subprocess.run(
@@ -1134,15 +1276,17 @@ def _small_integers(*shape: int) -> torch.Tensor:
 @pytest.mark.parametrize(
     ("grid", "group"), [((32, 1, 1), (32, 1, 1)), ((24, 1, 1), (32, 1, 1))], ids=str
 )
-def test_tile_gemm_with_whole_and_partial_simdgroups_matches_the_cpu(grid, group) -> None:
+# The whole form of the second runs its products as m16n8k16 (chained_products.h).
+@pytest.mark.parametrize("kernel", [tile_gemm, tile_gemm_two_steps], ids=["k8", "k16"])
+def test_tile_gemm_with_whole_and_partial_simdgroups_matches_the_cpu(kernel, grid, group) -> None:
     a, b = _small_integers(32, 64), _small_integers(64, 32)
     call = {
         "threads_per_grid": grid,
         "threads_per_thread_group": group,
         "result_shapes": [[32, 32]],
     }
-    gpu = tile_gemm(a.cuda(), b.cuda(), **call).cpu()
-    cpu = tile_gemm(a, b, **call)
+    gpu = kernel(a.cuda(), b.cuda(), **call).cpu()
+    cpu = kernel(a, b, **call)
     lanes = grid[0]
     # Element (r, c) of each 8x8 block is stored by the lane that holds it in
     # Apple's layout; elements of lanes that do not exist are never written.
