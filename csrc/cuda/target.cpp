@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -88,14 +89,21 @@ std::string entry_shim(const KernelRecord& record, bool bounded) {
 // compiled again, not reused. Bump it whenever their output changes.
 // 1: vector accesses tested for alignment; 2: products sharing B paired, and
 // accesses the IR proves aligned left untested; 3: products in a row on one
-// accumulator fused.
+// accumulator fused, copies to threadgroup memory asynchronous.
 constexpr int kIrRewriteVersion = 3;
+
+// Whether `arch` (sm_XY) has cp.async: sm_80 and later.
+bool has_async_copies(const std::string& arch) {
+  return arch.size() > 3 && std::isdigit(static_cast<unsigned char>(arch[3])) != 0 &&
+         std::stoi(arch.substr(3)) >= 80;
+}
 
 // The artifact holds the kernel's optimized LLVM IR (-emit-llvm); this makes
 // it the PTX: SIMD-group matrix products that share B paired on one
 // instruction (paired_products.h), products in a row on one accumulator fused
 // (chained_products.h), under-aligned vector accesses tested at run
-// time (vector_alignment.h), the IR compiled, then the PTX's half and bfloat
+// time and tile copies made asynchronous (vector_alignment.h,
+// async_copies.h), the IR compiled, then the PTX's half and bfloat
 // globals repaired from the IR (ptx_fixup.h). The code generator alone
 // compiles the IR, so that nothing merges the two paths of a tested access
 // again; an IR with nothing to rewrite gives the PTX of a direct compile.
@@ -106,8 +114,8 @@ void ptx_from_ir(const jit::CompileRequest& r, const jit::CacheDir& cache,
               "from the cache directory ", cache.path(), " while it was being compiled");
   const std::string ir = jit::CacheDir::read_all(fd->get());
   fd.reset();
-  const VersionedVectors versioned =
-      version_underaligned_vectors(fuse_chained_products(pair_products_sharing_b(ir).ir).ir);
+  const VersionedVectors versioned = version_underaligned_vectors(
+      fuse_chained_products(pair_products_sharing_b(ir).ir).ir, has_async_copies(arch));
   const std::string stem = jit::sha256_hex(artifact);
   const std::string ll = cache.temporary(stem, ".ll");
   const std::string ptx_file = cache.temporary(stem, ".ptx");

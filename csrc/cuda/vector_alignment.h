@@ -21,6 +21,7 @@ struct VersionedVectors {
   std::string ir;  // the module with the accesses rewritten
   int count = 0;   // how many loads and stores are tested
   int proven = 0;  // how many are given their full alignment untested (known_alignment.h)
+  int async = 0;   // how many copies to threadgroup memory are asynchronous (async_copies.h)
 };
 
 // `ir` (optimized, clang -emit-llvm -S) with each under-aligned load and store
@@ -33,7 +34,9 @@ struct VersionedVectors {
 // an offset known to be a multiple of the access's size) is given its full
 // alignment instead, untested. For the code generator alone:
 // an optimizer would merge the two sides back into the lesser access. The
-// entry block of a function with allocas is left as it is.
-VersionedVectors version_underaligned_vectors(const std::string& ir);
+// entry block of a function with allocas is left as it is. With
+// `async_copies` (sm_80 and later), a kernel's 16-byte copies from a buffer to
+// a threadgroup array become asynchronous copies instead (async_copies.h).
+VersionedVectors version_underaligned_vectors(const std::string& ir, bool async_copies = false);
 
 }  // namespace coreai_torch::cuda

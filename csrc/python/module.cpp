@@ -182,6 +182,17 @@ PYBIND11_MODULE(_C, m) {
       "under-aligned accesses at run time (cuda/vector_alignment.h); returns (IR, how many "
       "accesses are tested, how many are proven aligned and left untested).");
   m.def(
+      "_cuda_async_copies",
+      [](const std::string& ir) {
+        coreai_torch::cuda::VersionedVectors v =
+            coreai_torch::cuda::version_underaligned_vectors(ir, true);
+        return pybind11::make_tuple(v.ir, v.async, v.count);
+      },
+      pybind11::arg("ir"),
+      "For tests: the alignment rewrite of optimized LLVM IR with a kernel's copies from "
+      "buffers to threadgroup arrays made asynchronous, as for sm_80 and later "
+      "(cuda/async_copies.h); returns (IR, how many copies, how many accesses are tested).");
+  m.def(
       "_cuda_pair_products",
       [](const std::string& ir) {
         coreai_torch::cuda::PairedProducts p = coreai_torch::cuda::pair_products_sharing_b(ir);

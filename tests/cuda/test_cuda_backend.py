@@ -187,6 +187,58 @@ SHIFTED_CALL = {
 }
 
 
+def _rotated_tile(x: torch.Tensor, shift: int) -> torch.Tensor:
+    return x[shift + (torch.arange(512) + 8) % 512]
+
+
+# Each of 64 threads copies 16 bytes of x into a threadgroup tile; after the
+# barrier each writes out what its neighbour copied. At shift 0 and 8 the
+# copies are asynchronous on the GPU; at shift 1 their source is not 16-byte
+# aligned and they run as they were (cuda/async_copies.h).
+tile_copies = TorchMetalKernel(
+    "cuda_tile_copies",
+    ["x", "shift"],
+    ["out"],
+    src="""
+        threadgroup half tile[512];
+        *(threadgroup uint4*)(tile + 8 * id) = *(device const uint4*)(&x[0] + shift + 8 * id);
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        for (uint k = 0; k < 8; ++k) out[8 * id + k] = tile[(8 * id + 8 + k) % 512];
+    """,
+    torch_defn=_rotated_tile,
+    metal_params=[GID],
+)
+TILE_INPUT = torch.arange(520, dtype=torch.float16)
+TILE_CALL = {
+    "threads_per_grid": (64, 1, 1),
+    "threads_per_thread_group": (64, 1, 1),
+    "result_shapes": [[512]],
+}
+
+
+def test_tile_copies_are_asynchronous_and_waited_for_at_the_barrier() -> None:
+    spec = tile_copies.specialization((TILE_INPUT, 1), [1], [torch.float16])
+    handle = torch.ops.coreai_torch.register_kernel.default(*tile_copies.registration(spec))
+    try:
+        ptx = _entry_body(_C._cuda_ptx(handle, "sm_90"))
+        older = _entry_body(_C._cuda_ptx(handle, "sm_75"))
+    finally:
+        torch.ops.coreai_torch.release_kernel.default(handle)
+    assert ptx.count("cp.async.cg.shared.global") == 1, ptx
+    assert re.search(r"cp\.async\.wait_all;\s+barrier\.sync\s+0;", ptx), ptx
+    assert "cp.async" not in older  # sm_75 has no cp.async
+    for shift in (0, 1, 8):
+        got = tile_copies(TILE_INPUT, shift, **TILE_CALL)
+        torch.testing.assert_close(got, _rotated_tile(TILE_INPUT, shift), rtol=0, atol=0)
+
+
+@requires_gpu
+@pytest.mark.parametrize("shift", [0, 1, 8])
+def test_tile_copies_on_the_gpu(shift: int) -> None:
+    got = tile_copies(TILE_INPUT.cuda(), shift, **TILE_CALL).cpu()
+    torch.testing.assert_close(got, _rotated_tile(TILE_INPUT, shift), rtol=0, atol=0)
+
+
 def test_vector_accesses_test_their_alignment() -> None:
     spec = shifted_vectors.specialization((SHIFTED_INPUT, 1), [1], [torch.float16])
     handle = torch.ops.coreai_torch.register_kernel.default(*shifted_vectors.registration(spec))
@@ -447,6 +499,97 @@ def test_products_sharing_b_are_paired_on_one_instruction() -> None:
     compiled = _code_generator(ir)
     assert compiled.returncode == 0, compiled.stderr
     assert compiled.stdout.count("mma.sync.aligned.m16n8k8") == 8, compiled.stdout
+
+
+# A kernel entry's copies from a buffer to a threadgroup array, as clang
+# writes them, and the cases that must stay synchronous: %v1 is copied
+# (its source tested at run time); %v2 is also added up; %v3 is read from
+# the metadata block (parameter space); %v4 is stored to the buffer; %v5 has
+# a store between its load and its store; %v6 is copied, and the thread
+# reads the tile right after (it waits first).
+_TILE = "addrspacecast (ptr addrspace(3) @tile to ptr)"
+_COPIES_IR = f"""\
+target datalayout = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"
+target triple = "nvptx64-nvidia-cuda"
+
+@tile = internal addrspace(3) global [256 x half] undef, align 16
+
+define void @coreai_cuda_kernel(ptr noundef %x, ptr noundef %out, \
+ptr noundef readonly byval([4 x i32]) align 4 %meta, i64 %i, i1 %again) {{
+  %s1 = getelementptr inbounds half, ptr %x, i64 %i
+  %d1 = getelementptr inbounds half, ptr {_TILE}, i64 0
+  %v1 = load <4 x i32>, ptr %s1, align 4
+  %o1 = add i64 %i, 8
+  store <4 x i32> %v1, ptr %d1, align 16
+  %s2 = getelementptr inbounds half, ptr %x, i64 %o1
+  %v2 = load <4 x i32>, ptr %s2, align 4
+  %d2 = getelementptr inbounds half, ptr {_TILE}, i64 8
+  store <4 x i32> %v2, ptr %d2, align 16
+  %e2 = extractelement <4 x i32> %v2, i64 0
+  %v3 = load <4 x i32>, ptr %meta, align 4
+  %d3 = getelementptr inbounds half, ptr {_TILE}, i64 16
+  store <4 x i32> %v3, ptr %d3, align 16
+  %v4 = load <4 x i32>, ptr %s2, align 4
+  store <4 x i32> %v4, ptr %out, align 4
+  %v5 = load <4 x i32>, ptr %s2, align 4
+  store i32 %e2, ptr %out, align 4
+  %d5 = getelementptr inbounds half, ptr {_TILE}, i64 24
+  store <4 x i32> %v5, ptr %d5, align 16
+  br label %loop
+
+loop:
+  %k = phi i64 [ 0, %0 ], [ %next, %loop ]
+  %s6 = getelementptr inbounds half, ptr %x, i64 %k
+  %v6 = load <4 x i32>, ptr %s6, align 4
+  %d6 = getelementptr inbounds half, ptr {_TILE}, i64 32
+  store <4 x i32> %v6, ptr %d6, align 16
+  %next = add i64 %k, 8
+  br i1 %again, label %loop, label %done
+
+done:
+  %r6 = load i32, ptr {_TILE}, align 16
+  store i32 %r6, ptr %out, align 4
+  tail call void @llvm.nvvm.barrier0()
+  ret void
+}}
+
+declare void @llvm.nvvm.barrier0()
+"""
+
+
+@pytest.mark.skipif(not ptx_check.ENABLED, reason="needs libdevice and ptxas")
+def test_copies_to_threadgroup_arrays_are_asynchronous() -> None:
+    ir, copies, tested = _C._cuda_async_copies(_COPIES_IR)
+    assert (copies, tested) == (2, 5), ir  # tested: %v2..%v5's loads, %v4's store
+    copy = "call void @llvm.nvvm.cp.async.cg.shared.global.16(ptr addrspace(3) "
+    assert ir.count(copy) == 2, ir
+    # %v1: its source tested, the copy on one side, the load and store as
+    # they were on the other; the block goes on after both.
+    assert "%coreai.copy0.low = and i64 %coreai.copy0.address, 15\n" in ir
+    assert (
+        "  %coreai.copy0.global = addrspacecast ptr %s1 to ptr addrspace(1)\n"
+        f"  %coreai.copy0.shared = addrspacecast ptr %d1 to ptr addrspace(3)\n"
+        f"  {copy}%coreai.copy0.shared, ptr addrspace(1) %coreai.copy0.global)\n" in ir
+    ), ir
+    assert "  %coreai.copy0.value = load <4 x i32>, ptr %s1, align 4\n" in ir
+    assert "  store <4 x i32> %coreai.copy0.value, ptr %d1, align 16\n" in ir
+    assert "%v1 = load" not in ir
+    # The others stay as they were (%v2..%v5 tested as under-aligned loads).
+    for kept in ("%v2", "%v3", "%v4", "%v5"):
+        assert f"store <4 x i32> {kept}," in ir, kept
+    assert "%coreai.copy1.value" in ir and "%v6 = load" not in ir
+    # The thread waits for its copies before its next memory access (the
+    # load of %v2's tested path, the tile read after the loop), not within
+    # the loop, and not again before the barrier.
+    wait = "  call void @llvm.nvvm.cp.async.wait.all()\n"
+    body = ir[ir.index("define void @coreai_cuda_kernel") :]
+    assert body.count(wait) == 4, body  # both of %v2's paths, copy1.sync, the tile read
+    assert body.index(wait) < body.index("%coreai.vector0.whole.value = load")
+    assert f"{wait}  %r6 = load i32" in body
+    assert f"{wait}  %coreai.copy1.value = load" in body
+    compiled = _code_generator(ir)
+    assert compiled.returncode == 0, compiled.stderr
+    assert compiled.stdout.count("cp.async.cg.shared.global") == 2, compiled.stdout
 
 
 def _k8(result: str, a: tuple[str, str], b: str, c: tuple[str, str, str, str]) -> str:
@@ -940,6 +1083,9 @@ def test_the_wide_gemm_fits_two_groups_per_sm(tmp_path) -> None:
     # steps in a row fused (32).
     assert body.count("mma.sync.aligned.m16n8k16") == 32
     assert "mma.sync.aligned.m16n8k8" not in body
+    # The tile copies are asynchronous, waited for at the barrier after them.
+    assert body.count("cp.async.cg.shared.global") == 2
+    assert re.search(r"cp\.async\.wait_all;\s+barrier\.sync\s+0;", body), body
     source = tmp_path / "gemm.ptx"
     source.write_text(ptx)
     report = subprocess.run(
