@@ -89,8 +89,9 @@ std::string entry_shim(const KernelRecord& record, bool bounded) {
 // compiled again, not reused. Bump it whenever their output changes.
 // 1: vector accesses tested for alignment; 2: products sharing B paired, and
 // accesses the IR proves aligned left untested; 3: products in a row on one
-// accumulator fused; 4: copies to threadgroup memory asynchronous.
-constexpr int kIrRewriteVersion = 4;
+// accumulator fused; 4: copies to threadgroup memory asynchronous; 5: none
+// in an entry block with allocas.
+constexpr int kIrRewriteVersion = 5;
 
 // Whether `arch` (sm_XY) has cp.async: sm_80 and later.
 bool has_async_copies(const std::string& arch) {

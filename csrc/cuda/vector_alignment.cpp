@@ -69,22 +69,25 @@ std::string versioned(const Access& a, const std::string& id) {
 
 // A function's lines with its under-aligned vector accesses versioned, or
 // given their full alignment where the IR proves it (known_alignment.h);
-// `out.count` and `out.proven` grow by their numbers. The entry block is left
-// whole where it holds allocas (split, the allocas after the split would no
-// longer be static).
+// `out.count`, `out.proven` and `out.async` grow by their numbers. The entry
+// block is not split where it holds allocas (split, the allocas after the
+// split would no longer be static): no access there is tested and no copy
+// made asynchronous.
 void version_function(const std::vector<std::string_view>& lines,
                       const std::map<std::string, int>& globals, bool async_copies,
                       VersionedVectors& out) {
   KnownAlignment known(lines, globals);
+  const std::string entry = entry_block(lines.front());
+  bool entry_has_allocas = false;
+  size_t entry_end = 1;  // one past the entry block's last line
+  for (; entry_end < lines.size() && block_of_label(lines[entry_end]).empty(); ++entry_end) {
+    if (lines[entry_end].find(" = alloca ") != std::string_view::npos) entry_has_allocas = true;
+  }
   std::map<size_t, AsyncCopy> copies;
   std::map<size_t, size_t> copy_at;  // a copy's store line -> its load line
   if (async_copies) copies = find_async_copies(lines, known);
+  if (entry_has_allocas) copies.erase(copies.begin(), copies.lower_bound(entry_end));
   for (const auto& [load, copy] : copies) copy_at[copy.store_line] = load;
-  const std::string entry = entry_block(lines.front());
-  bool entry_has_allocas = false;
-  for (size_t i = 1; i < lines.size() && block_of_label(lines[i]).empty(); ++i) {
-    if (lines[i].find(" = alloca ") != std::string_view::npos) entry_has_allocas = true;
-  }
   std::string block = entry;  // the current block, as it was named
   std::string current = entry;  // where its code after the last split goes
   std::vector<std::pair<std::string, std::string>> moved;  // block -> its terminator's block

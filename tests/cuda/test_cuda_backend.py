@@ -591,6 +591,11 @@ def test_copies_to_threadgroup_arrays_are_asynchronous() -> None:
     compiled = _code_generator(ir)
     assert compiled.returncode == 0, compiled.stderr
     assert compiled.stdout.count("cp.async.cg.shared.global") == 2, compiled.stdout
+    # An entry block with allocas is not split: only the loop's copy is made.
+    with_alloca = _COPIES_IR.replace("  %s1 =", "  %slot = alloca i32, align 4\n  %s1 =", 1)
+    ir, copies, _ = _C._cuda_async_copies(with_alloca)
+    assert copies == 1 and "%coreai.copy0.global = addrspacecast ptr %s6" in ir, ir
+    assert _code_generator(ir).returncode == 0
 
 
 def _k8(result: str, a: tuple[str, str], b: str, c: tuple[str, str, str, str]) -> str:
