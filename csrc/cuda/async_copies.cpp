@@ -11,6 +11,8 @@ namespace {
 
 using llvm_ir::block_of_label;
 using llvm_ir::defined_by;
+using llvm_ir::is_call;
+using llvm_ir::is_pure_asm_call;
 
 constexpr int kCopyBytes = 16;  // cp.async.cg moves 16 bytes
 constexpr std::string_view kCopy = "@llvm.nvvm.cp.async.cg.shared.global.16(";
@@ -29,22 +31,6 @@ std::string_view instruction_of(std::string_view line) {
   return start == std::string_view::npos ? std::string_view() : line.substr(start);
 }
 
-// Inline assembly that is not volatile and clobbers no memory: it reads its
-// operands and writes its results only (the headers' tensor-core products,
-// lane shuffles).
-bool is_pure_asm(std::string_view instruction) {
-  return instruction.find(" asm ") != std::string_view::npos &&
-         instruction.find(" asm sideeffect ") == std::string_view::npos &&
-         instruction.find("~{memory}") == std::string_view::npos;
-}
-
-bool is_call(std::string_view instruction) {
-  if (instruction.substr(0, 5) == "tail ") instruction.remove_prefix(5);
-  if (instruction.substr(0, 8) == "notail ") instruction.remove_prefix(8);
-  if (instruction.substr(0, 9) == "musttail ") instruction.remove_prefix(9);
-  return instruction.substr(0, 5) == "call ";
-}
-
 bool is_async_copy(std::string_view instruction) {
   return is_call(instruction) && instruction.find(kCopy) != std::string_view::npos;
 }
@@ -55,7 +41,7 @@ bool writes_memory(std::string_view instruction) {
   for (std::string_view op : {"store ", "atomicrmw ", "cmpxchg ", "fence "}) {
     if (instruction.substr(0, op.size()) == op) return true;
   }
-  return is_call(instruction) && !is_pure_asm(instruction);
+  return is_call(instruction) && !is_pure_asm_call(instruction);
 }
 
 // Whether a thread with copies in flight must wait for them before the

@@ -33,16 +33,11 @@ std::string_view instruction_of(std::string_view line, const std::string& define
 // result, so that with its result unused it is dead: the value shuffles and
 // casts between a product's D and the next product's C.
 bool is_pure(std::string_view instruction) {
-  if (std::optional<std::string_view> t = after_prefix(instruction, "tail ")) instruction = *t;
   for (std::string_view op : {"extractvalue ", "insertvalue ", "extractelement ",
                               "insertelement ", "bitcast "}) {
     if (instruction.substr(0, op.size()) == op) return true;
   }
-  // Inline assembly that is not volatile and clobbers no memory.
-  const size_t asm_at = instruction.find(" asm ");
-  return instruction.substr(0, 5) == "call " && asm_at != std::string_view::npos &&
-         instruction.find(" asm sideeffect ") == std::string_view::npos &&
-         instruction.find("~{memory}") == std::string_view::npos;
+  return llvm_ir::is_pure_asm_call(instruction);
 }
 
 // One function of the module, its chains fused.

@@ -99,6 +99,24 @@ inline std::vector<std::string_view> operands_of(std::string_view s) {
   return parts;
 }
 
+// Whether an instruction (what follows `  %x = `, or a line without a
+// result, unindented) is a call.
+inline bool is_call(std::string_view instruction) {
+  for (std::string_view marker : {"tail ", "notail ", "musttail "}) {
+    if (instruction.substr(0, marker.size()) == marker) instruction.remove_prefix(marker.size());
+  }
+  return instruction.substr(0, 5) == "call ";
+}
+
+// Whether an instruction calls inline assembly that is not volatile and
+// clobbers no memory: it reads its operands and writes its results only
+// (the headers' tensor-core products, lane shuffles).
+inline bool is_pure_asm_call(std::string_view instruction) {
+  return is_call(instruction) && instruction.find(" asm ") != std::string_view::npos &&
+         instruction.find(" asm sideeffect ") == std::string_view::npos &&
+         instruction.find("~{memory}") == std::string_view::npos;
+}
+
 // Whether `line` opens a function body (`define ... {`).
 inline bool opens_function(std::string_view line) {
   return line.substr(0, 7) == "define " && !line.empty() && line.back() == '{';
