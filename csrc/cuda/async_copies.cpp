@@ -10,7 +10,7 @@ namespace coreai_torch::cuda {
 namespace {
 
 using llvm_ir::block_of_label;
-using llvm_ir::defined_by;
+using llvm_ir::instruction_of;
 using llvm_ir::is_call;
 using llvm_ir::is_pure_asm_call;
 
@@ -22,14 +22,6 @@ constexpr std::string_view kDeclarations =
     "declare void @llvm.nvvm.cp.async.wait.all()\n";
 // How many definitions an address is followed back through.
 constexpr int kTraceDepth = 16;
-
-// What `line` does after `  %x = `, or the line itself without its indent.
-std::string_view instruction_of(std::string_view line) {
-  const std::string defined = defined_by(line);
-  if (!defined.empty()) return line.substr(2 + defined.size() + 3);
-  const size_t start = line.find_first_not_of(' ');
-  return start == std::string_view::npos ? std::string_view() : line.substr(start);
-}
 
 bool is_async_copy(std::string_view instruction) {
   return is_call(instruction) && instruction.find(kCopy) != std::string_view::npos;
@@ -57,14 +49,8 @@ bool needs_copies_done(std::string_view instruction) {
 // A function's values, where each is defined and what reads it.
 class FunctionValues {
  public:
-  explicit FunctionValues(const std::vector<std::string_view>& lines) : lines_(lines) {
-    for (size_t i = 1; i < lines.size(); ++i) {
-      const std::string defined = defined_by(lines[i]);
-      if (!defined.empty()) definitions_[defined] = i;
-      for (const auto& [at, name] : llvm_ir::names_in(lines[i])) {
-        if (at != 2 || name != defined) uses_[name].push_back(i);
-      }
-    }
+  explicit FunctionValues(const std::vector<std::string_view>& lines)
+      : lines_(lines), values_(llvm_ir::value_lines(lines)) {
     // The kernel entry's pointer parameters, but those passed by value (the
     // metadata and dispatch blocks, in parameter space): device buffers.
     const std::string_view define = lines.front();
@@ -83,8 +69,8 @@ class FunctionValues {
 
   const std::vector<size_t>& uses(const std::string& name) const {
     static const std::vector<size_t> none;
-    auto found = uses_.find(name);
-    return found == uses_.end() ? none : found->second;
+    auto found = values_.uses.find(name);
+    return found == values_.uses.end() ? none : found->second;
   }
 
   // Whether the pointer operand is an element of a kernel buffer (device memory).
@@ -107,8 +93,8 @@ class FunctionValues {
   // operand, without the type), or nullopt.
   std::optional<std::string_view> element_base(std::string_view pointer, int depth) const {
     if (depth == kTraceDepth) return std::nullopt;
-    auto found = definitions_.find(std::string(pointer));
-    if (found == definitions_.end()) return std::nullopt;
+    auto found = values_.definition.find(std::string(pointer));
+    if (found == values_.definition.end()) return std::nullopt;
     std::string_view gep = instruction_of(lines_[found->second]);
     constexpr std::string_view kGep = "getelementptr ";
     if (gep.substr(0, kGep.size()) != kGep) return std::nullopt;
@@ -120,8 +106,7 @@ class FunctionValues {
   }
 
   const std::vector<std::string_view>& lines_;
-  std::map<std::string, size_t> definitions_;
-  std::map<std::string, std::vector<size_t>> uses_;
+  const llvm_ir::ValueLines values_;
   std::set<std::string> buffers_;
 };
 
@@ -158,45 +143,43 @@ std::vector<Block> blocks_of(const std::vector<std::string_view>& lines) {
   return blocks;
 }
 
+// Block `b` entered with copies in flight or not: whether it leaves with
+// some. With `out`, its lines are written there, with a wait before each
+// instruction that needs the thread's copies done while some are in flight.
+// (A label or `define` line is neither a copy nor such an instruction.)
+bool pass_block(const std::vector<std::string_view>& lines, const Block& b, bool in_flight,
+                std::string* out) {
+  for (size_t i = b.first; i < b.end; ++i) {
+    const std::string_view instruction = instruction_of(lines[i]);
+    if (is_async_copy(instruction)) {
+      in_flight = true;
+    } else if (needs_copies_done(instruction)) {
+      if (in_flight && out != nullptr) *out += kWait;
+      in_flight = false;
+    }
+    if (out != nullptr) {
+      *out += lines[i];
+      *out += '\n';
+    }
+  }
+  return in_flight;
+}
+
 // One function with its waits: each block is entered with copies in flight
 // if any predecessor may leave with some (a fixed point over the blocks).
 void wait_in_function(const std::vector<std::string_view>& lines, std::string& out) {
   const std::vector<Block> blocks = blocks_of(lines);
-  auto in_flight_after = [&](const Block& b, bool in_flight) {
-    for (size_t i = b.first + (b.first == 0 ? 1 : 0); i < b.end; ++i) {
-      const std::string_view instruction = instruction_of(lines[i]);
-      if (is_async_copy(instruction)) {
-        in_flight = true;
-      } else if (needs_copies_done(instruction)) {
-        in_flight = false;
-      }
-    }
-    return in_flight;
-  };
   std::vector<bool> entered(blocks.size(), false);
   for (bool changed = true; changed;) {
     changed = false;
     for (size_t b = 0; b < blocks.size(); ++b) {
-      if (!in_flight_after(blocks[b], entered[b])) continue;
+      if (!pass_block(lines, blocks[b], entered[b], nullptr)) continue;
       for (size_t s : blocks[b].successors) {
         if (!entered[s]) entered[s] = changed = true;
       }
     }
   }
-  for (size_t b = 0; b < blocks.size(); ++b) {
-    bool in_flight = entered[b];
-    for (size_t i = blocks[b].first; i < blocks[b].end; ++i) {
-      const std::string_view instruction = i == 0 ? std::string_view() : instruction_of(lines[i]);
-      if (is_async_copy(instruction)) {
-        in_flight = true;
-      } else if (i > 0 && needs_copies_done(instruction)) {
-        if (in_flight) out += kWait;
-        in_flight = false;
-      }
-      out += lines[i];
-      out += '\n';
-    }
-  }
+  for (size_t b = 0; b < blocks.size(); ++b) pass_block(lines, blocks[b], entered[b], &out);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@ namespace coreai_torch::cuda {
 namespace {
 
 using llvm_ir::defined_by;
+using llvm_ir::instruction_of;
 using mma_text::after_prefix;
 using mma_text::kFloatZero;
 using mma_text::kResultType;
@@ -23,11 +24,6 @@ constexpr int kTraceDepth = 8;
 
 // An element of a product's D: the product's line and the element's index.
 using Element = std::pair<size_t, int>;
-
-// What follows `  %x = ` on a line that defines %x.
-std::string_view instruction_of(std::string_view line, const std::string& defined) {
-  return line.substr(2 + defined.size() + 3);
-}
 
 // Whether the instruction reads only its operands and writes only its
 // result, so that with its result unused it is dead: the value shuffles and
@@ -44,15 +40,11 @@ bool is_pure(std::string_view instruction) {
 class FunctionChains {
  public:
   FunctionChains(const std::vector<std::string_view>& lines, int& fused)
-      : lines_(lines), fused_(fused), replaced_(lines.size()) {
+      : lines_(lines), fused_(fused), values_(llvm_ir::value_lines(lines)),
+        replaced_(lines.size()) {
     int block = 0;
     for (size_t i = 1; i < lines_.size(); ++i) {
       if (!llvm_ir::block_of_label(lines_[i]).empty()) ++block;
-      const std::string defined = defined_by(lines_[i]);
-      if (!defined.empty()) definitions_[defined] = i;
-      for (const auto& [at, name] : llvm_ir::names_in(lines_[i])) {
-        if (at != 2 || name != defined) uses_[name].push_back(i);
-      }
       if (std::optional<ProductK8> p = mma_text::parse_k8(lines_[i])) {
         p->line = i;
         p->block = block;
@@ -109,10 +101,10 @@ class FunctionChains {
 
   // The product element the float `v` is, through extracts and inserts.
   std::optional<Element> element_of(const std::string& v, int depth) const {
-    auto found = definitions_.find(v);
-    if (found == definitions_.end() || depth == kTraceDepth) return std::nullopt;
+    auto found = values_.definition.find(v);
+    if (found == values_.definition.end() || depth == kTraceDepth) return std::nullopt;
     std::optional<std::string_view> rest = after_prefix(
-        instruction_of(lines_[found->second], v), "extractvalue " + std::string(kResultType) + " ");
+        instruction_of(lines_[found->second]), "extractvalue " + std::string(kResultType) + " ");
     if (!rest) return std::nullopt;
     const std::vector<std::string_view> parts = llvm_ir::operands_of(*rest);
     if (parts.size() < 2 || (parts[1] != "0" && parts[1] != "1" && parts[1] != "2" &&
@@ -125,11 +117,11 @@ class FunctionChains {
   // Element `k` of the four-float struct `s`: a product's D, or an insert
   // into one.
   std::optional<Element> element_of_struct(const std::string& s, int k, int depth) const {
-    auto found = definitions_.find(s);
-    if (found == definitions_.end() || depth == kTraceDepth) return std::nullopt;
+    auto found = values_.definition.find(s);
+    if (found == values_.definition.end() || depth == kTraceDepth) return std::nullopt;
     if (product_at_.count(found->second) != 0) return Element{found->second, k};
     std::optional<std::string_view> rest = after_prefix(
-        instruction_of(lines_[found->second], s), "insertvalue " + std::string(kResultType) + " ");
+        instruction_of(lines_[found->second]), "insertvalue " + std::string(kResultType) + " ");
     if (!rest) return std::nullopt;
     const std::vector<std::string_view> parts = llvm_ir::operands_of(*rest);
     if (parts.size() < 3) return std::nullopt;
@@ -146,13 +138,13 @@ class FunctionChains {
     if (auto known = memo.find(v); known != memo.end()) return known->second;
     memo[v] = false;  // a use that comes back to `v` is no chain
     bool only = true;
-    if (auto found = uses_.find(v); found != uses_.end()) {
+    if (auto found = values_.uses.find(v); found != values_.uses.end()) {
       for (size_t line : found->second) {
         if (line == second.line) {
           only = v != second.a_low && v != second.a_high && v != second.b;
         } else {
           const std::string defined = defined_by(lines_[line]);
-          only = !defined.empty() && is_pure(instruction_of(lines_[line], defined)) &&
+          only = !defined.empty() && is_pure(instruction_of(lines_[line])) &&
                  feeds_only(defined, second, memo);
         }
         if (!only) break;
@@ -164,8 +156,7 @@ class FunctionChains {
 
   const std::vector<std::string_view>& lines_;
   int& fused_;
-  std::map<std::string, size_t> definitions_;  // value -> the line that defines it
-  std::map<std::string, std::vector<size_t>> uses_;
+  const llvm_ir::ValueLines values_;
   std::vector<ProductK8> products_;
   std::map<size_t, size_t> product_at_;  // line -> index in products_
   std::vector<std::optional<std::string>> replaced_;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -78,6 +79,35 @@ inline std::vector<std::pair<size_t, std::string>> names_in(std::string_view lin
     at = end - 1;
   }
   return names;
+}
+
+// What `line` does: what follows `  %x = ` on a line that defines %x, or
+// the line without its indent.
+inline std::string_view instruction_of(std::string_view line) {
+  const std::string defined = defined_by(line);
+  if (!defined.empty()) return line.substr(2 + defined.size() + 3);
+  const size_t start = line.find_first_not_of(' ');
+  return start == std::string_view::npos ? std::string_view() : line.substr(start);
+}
+
+// A function's named values: the line that defines each, and the lines that
+// read each (in order, a line once per mention).
+struct ValueLines {
+  std::map<std::string, size_t> definition;
+  std::map<std::string, std::vector<size_t>> uses;
+};
+
+// The values of a function's `lines` (the `define` line first, not read).
+inline ValueLines value_lines(const std::vector<std::string_view>& lines) {
+  ValueLines values;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const std::string defined = defined_by(lines[i]);
+    if (!defined.empty()) values.definition[defined] = i;
+    for (const auto& [at, name] : names_in(lines[i])) {
+      if (at != 2 || name != defined) values.uses[name].push_back(i);
+    }
+  }
+  return values;
 }
 
 // `s` split at its top-level ", " (not inside (), [], <> or {}): an

@@ -64,7 +64,7 @@ inline std::optional<ProductK8> parse_k8(std::string_view line) {
   ProductK8 p;
   p.result = llvm_ir::defined_by(line);
   if (p.result.empty()) return std::nullopt;
-  std::string_view rest = line.substr(2 + p.result.size() + 3);
+  std::string_view rest = llvm_ir::instruction_of(line);
   if (std::optional<std::string_view> t = after_prefix(rest, "tail ")) {
     p.tail = true;
     rest = *t;

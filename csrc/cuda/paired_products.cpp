@@ -32,15 +32,16 @@ std::optional<ProductK8> parse_product(std::string_view line) {
 class FunctionPairing {
  public:
   FunctionPairing(const std::vector<std::string_view>& lines, int& pairs)
-      : lines_(lines), pairs_(pairs), replaced_(lines.size()), before_(lines.size()) {
+      : lines_(lines),
+        pairs_(pairs),
+        values_(llvm_ir::value_lines(lines)),
+        block_of_(lines.size(), 0),
+        replaced_(lines.size()),
+        before_(lines.size()) {
     int block = 0;
     for (size_t i = 1; i < lines_.size(); ++i) {
       if (!llvm_ir::block_of_label(lines_[i]).empty()) ++block;
-      const std::string defined = defined_by(lines_[i]);
-      if (!defined.empty()) definitions_[defined] = {i, block};
-      for (const auto& [at, name] : names_in(lines_[i])) {
-        if (at != 2 || name != defined) uses_[name].push_back(i);
-      }
+      block_of_[i] = block;
       if (std::optional<ProductK8> p = parse_product(lines_[i])) {
         p->line = i;
         p->block = block;
@@ -88,11 +89,6 @@ class FunctionPairing {
   }
 
  private:
-  struct Definition {
-    size_t line = 0;
-    int block = 0;
-  };
-
   // Definitions repeated before a product: their text, and the copy of each value.
   struct Copies {
     std::string text;
@@ -102,12 +98,11 @@ class FunctionPairing {
   // Whether nothing reads rows 8..15 of the product's result: every use is
   // an extract of element 0 or 1.
   bool low_rows_only(const ProductK8& p) const {
-    auto found = uses_.find(p.result);
-    if (found == uses_.end()) return true;
+    auto found = values_.uses.find(p.result);
+    if (found == values_.uses.end()) return true;
     for (size_t line : found->second) {
-      const std::string defined = defined_by(lines_[line]);
-      if (defined.empty()) return false;
-      const std::string_view rest = lines_[line].substr(2 + defined.size() + 3);
+      if (defined_by(lines_[line]).empty()) return false;
+      const std::string_view rest = llvm_ir::instruction_of(lines_[line]);
       const std::string extract =
           "extractvalue " + std::string(kResultType) + " " + p.result + ", ";
       if (rest.substr(0, extract.size()) != extract) return false;
@@ -125,17 +120,16 @@ class FunctionPairing {
   std::optional<std::string> available(const std::string& v, const ProductK8& at,
                                        const std::string& tag, int depth, Copies& copies) const {
     if (v.empty() || v[0] != '%') return v;  // a literal
-    auto found = definitions_.find(v);
+    auto found = values_.definition.find(v);
     // A parameter; or defined in another block, which then dominates this
     // one (the second product reads it here); or earlier in this block.
-    if (found == definitions_.end() || found->second.block != at.block ||
-        found->second.line < at.line) {
+    if (found == values_.definition.end() || block_of_[found->second] != at.block ||
+        found->second < at.line) {
       return v;
     }
     if (auto made = copies.of.find(v); made != copies.of.end()) return made->second;
     if (depth == kCopyDepth) return std::nullopt;
-    const std::string_view line = lines_[found->second.line];
-    const std::string_view rest = line.substr(2 + v.size() + 3);
+    const std::string_view rest = llvm_ir::instruction_of(lines_[found->second]);
     const bool pure = rest.substr(0, 13) == "extractvalue " ||
                       rest.substr(0, 15) == "extractelement " || rest.substr(0, 8) == "bitcast ";
     if (!pure) return std::nullopt;
@@ -173,8 +167,8 @@ class FunctionPairing {
 
   const std::vector<std::string_view>& lines_;
   int& pairs_;
-  std::map<std::string, Definition> definitions_;
-  std::map<std::string, std::vector<size_t>> uses_;
+  const llvm_ir::ValueLines values_;
+  std::vector<int> block_of_;  // per line: its block's number in the function
   std::vector<ProductK8> products_;
   std::vector<bool> low_rows_only_;  // per product: nothing reads its rows 8..15
   std::vector<std::optional<std::string>> replaced_;
