@@ -53,6 +53,26 @@ bool whole_simdgroups(const coreai_cuda_dispatch& d) {
   return true;
 }
 
+// Whether the launch may take the form compiled for aligned tensors
+// (LaunchForm::aligned_tensors, which entry_shim tells the optimizer): every
+// tensor's data 16-byte aligned, and every stride but the innermost (the
+// metadata's strides are in elements, in Metal order) a multiple of 16 bytes.
+bool aligned_tensors(const KernelRecord& record, const LaunchArgs& args) {
+  size_t tensor = 0;  // index into record.tensor_ranks and record.layout.offsets
+  for (const BoundArg& a : args.args) {
+    if (a.kind != BoundArg::Kind::Tensor) continue;
+    if (reinterpret_cast<uintptr_t>(a.tensor.data_ptr()) % 16 != 0) return false;
+    const int64_t rank = record.tensor_ranks[tensor];
+    const int64_t offset = record.layout.offsets[tensor];
+    const int64_t element = static_cast<int64_t>(a.tensor.element_size());
+    for (int64_t d = 1; d < rank; ++d) {
+      if (args.meta[offset + rank + d] * element % 16 != 0) return false;
+    }
+    ++tensor;
+  }
+  return true;
+}
+
 }  // namespace
 
 void run(int64_t /*handle*/, const KernelRecord& record, LaunchArgs& args) {
@@ -87,9 +107,9 @@ void run(int64_t /*handle*/, const KernelRecord& record, LaunchArgs& args) {
 
   const c10::DeviceGuard guard(device);
   make_primary_context_current(device.index());
-  const bool whole = whole_simdgroups(dispatch);
+  const LaunchForm form{whole_simdgroups(dispatch), aligned_tensors(record, args)};
   const LoadedKernel& kernel =
-      kernel_module(record, device.index(), whole).kernel(record, device.index(), threads, whole);
+      kernel_module(record, device.index(), form).kernel(record, device.index(), threads, form);
   TORCH_INTERNAL_ASSERT(args.meta.size() == static_cast<size_t>(record.layout.length));
 
   // cuLaunchKernel takes the address of each parameter's value.

@@ -13,7 +13,7 @@ int64_t compile_count_op() { return compile_count(); }
 int64_t disk_cache_hits_op() { return disk_cache_hits(); }
 int64_t loaded_modules_op() { return loaded_modules(); }
 std::string translation_unit_op(int64_t handle) {
-  return translation_unit(*kernel_record(handle), false, false);
+  return translation_unit(*kernel_record(handle), false, LaunchForm{});
 }
 
 }  // namespace

@@ -45,8 +45,13 @@ std::string as_device_function(const KernelRecord& record, std::string source) {
 // parameters, places the thread (target_nvptx.h) and calls the kernel.
 // Tensors arrive as pointers (0-d tensors too: their `constant T&` is bound to
 // the element in GPU memory), scalars by value, the metadata (the record's
-// layout) as an array parameter, then the dispatch geometry.
-std::string entry_shim(const KernelRecord& record, bool bounded) {
+// layout) as an array parameter, then the dispatch geometry. With
+// `aligned_tensors` the launcher has checked what LaunchForm says, and the
+// entry tells the optimizer: each tensor pointer is 16-byte aligned and each
+// outer stride (metadata, elements) a multiple of 16 bytes' worth of
+// elements, so that addresses built from them carry that alignment into the
+// IR rewrites (vector_alignment.h), which then leave their accesses untested.
+std::string entry_shim(const KernelRecord& record, bool bounded, bool aligned_tensors) {
   const size_t buffers = record.inputs.size() + record.results.size();
   const size_t meta = buffers;  // index of the metadata parameter
   std::ostringstream s;
@@ -62,20 +67,38 @@ std::string entry_shim(const KernelRecord& record, bool bounded) {
                       ")))"
                 : std::string())
     << " void COREAI_CUDA_KERNEL(";
+  std::ostringstream assumptions;
   std::ostringstream call;
+  size_t tensor = 0;  // index into record.tensor_ranks and record.layout.offsets
   for (size_t i = 0; i < buffers; ++i) {
     const std::string b = "b" + std::to_string(i);
-    const bool scalar = i < record.inputs.size() && record.inputs[i].kind != ArgKind::Tensor;
-    if (scalar) {
+    const bool input = i < record.inputs.size();
+    if (input && record.inputs[i].kind != ArgKind::Tensor) {
       s << "std::remove_cvref_t<coreai_param<" << i << ">> " << b << ", ";
       call << b << ", ";
-    } else {
-      s << "void* " << b << ", ";
-      call << "coreai::bind_arg<coreai_param<" << i << ">>(" << b << "), ";
+      continue;
     }
+    s << "void* " << b << ", ";
+    if (!aligned_tensors) {
+      call << "coreai::bind_arg<coreai_param<" << i << ">>(" << b << "), ";
+      ++tensor;
+      continue;
+    }
+    call << "coreai::bind_arg<coreai_param<" << i << ">>(__builtin_assume_aligned(" << b
+         << ", 16)), ";
+    const at::ScalarType dtype =
+        input ? record.inputs[i].dtype : record.results[i - record.inputs.size()].dtype;
+    const int64_t per_16_bytes = 16 / static_cast<int64_t>(c10::elementSize(dtype));
+    const int64_t rank = record.tensor_ranks[tensor];
+    const int64_t offset = record.layout.offsets[tensor];
+    for (int64_t d = 1; d < rank && per_16_bytes > 1; ++d) {
+      assumptions << "  __builtin_assume((meta.values[" << offset + rank + d << "] & "
+                  << per_16_bytes - 1 << ") == 0);\n";
+    }
+    ++tensor;
   }
   s << "const coreai_meta_block meta, const coreai_cuda_dispatch dispatch) {\n"
-    << "  coreai_cpu_group g;\n"
+    << assumptions.str() << "  coreai_cpu_group g;\n"
     << "  coreai_cpu_thread t;\n"
     << "  if (!coreai::target::locate(dispatch, g, t)) return;\n"
     << "  metal::" << record.entry << "(" << call.str() << "meta.values";
@@ -149,7 +172,7 @@ void ptx_from_ir(const jit::CompileRequest& r, const jit::CacheDir& cache,
 
 // What compiling a record to PTX for `arch` takes.
 jit::CompileRequest ptx_request(const KernelRecord& record, const std::string& arch,
-                                bool bounded, bool whole_simdgroups) {
+                                bool bounded, LaunchForm form) {
   TORCH_CHECK((record.options & kOptionDebug) == 0, "kernel '", record.name,
               "': debug mode (bounds checks and the unwritten-result report) is a feature of the "
               "CPU backend; run the kernel on CPU tensors to debug it, or set debug = False to "
@@ -172,7 +195,7 @@ jit::CompileRequest ptx_request(const KernelRecord& record, const std::string& a
   r.prelude_flags = {"-Xclang", "-emit-pch"};
   r.key_salt = "abi " + std::to_string(COREAI_CUDA_ABI_VERSION) + "\nir rewrites " +
                 std::to_string(kIrRewriteVersion) + "\n" + tc.libdevice_identity;
-  r.translation_unit = translation_unit(record, bounded, whole_simdgroups);
+  r.translation_unit = translation_unit(record, bounded, form);
   // Compiled to optimized LLVM IR, which the finishing step makes the PTX.
   r.output_flags = {"-emit-llvm"};
   r.finish = [arch, fast_math](const jit::CompileRequest& request, const jit::CacheDir& cache,
@@ -221,7 +244,7 @@ std::string link_ptx(const KernelRecord& record, const std::string& ptx) {
   return image;
 }
 
-LoadedKernel load(const KernelRecord& record, int device, bool bounded, bool whole_simdgroups) {
+LoadedKernel load(const KernelRecord& record, int device, bool bounded, LaunchForm form) {
   const Driver& d = driver();
   CUdevice dev = 0;
   check(d.cuDeviceGet(&dev, device), "cuDeviceGet");
@@ -231,7 +254,7 @@ LoadedKernel load(const KernelRecord& record, int device, bool bounded, bool who
 
   // Machine code is cached per PTX, GPU and driver (whose compiler made it):
   // a warm process reads it without compiling, or even reading, the PTX.
-  const jit::CompileRequest request = ptx_request(record, arch, bounded, whole_simdgroups);
+  const jit::CompileRequest request = ptx_request(record, arch, bounded, form);
   const std::string cubin_key =
       jit::cache_key("CUDA machine code", {jit::artifact_key(request),
                                            "sm_" + std::to_string(major) + std::to_string(minor),
@@ -301,12 +324,12 @@ bool KernelModule::loaded_on(int device) const {
 }
 
 const LoadedKernel& KernelModule::kernel(const KernelRecord& record, int device,
-                                         uint32_t group_threads, bool whole_simdgroups) const {
-  const bool whole = matrices_ && whole_simdgroups;  // else both forms are one
+                                         uint32_t group_threads, LaunchForm form) const {
+  form.whole_simdgroups = form.whole_simdgroups && matrices_;  // else its code is the same
+  const int f = form.index();
   if (device >= 0 && device < kMaxDevices) {
     const OnDevice* d = devices_[device].load(std::memory_order_acquire);
-    const LoadedKernel* free =
-        d != nullptr ? d->free[whole].load(std::memory_order_acquire) : nullptr;
+    const LoadedKernel* free = d != nullptr ? d->free[f].load(std::memory_order_acquire) : nullptr;
     if (free != nullptr && group_threads <= static_cast<uint32_t>(free->max_threads)) {
       return *free;
     }
@@ -318,21 +341,21 @@ const LoadedKernel& KernelModule::kernel(const KernelRecord& record, int device,
   // disk is raised as it is, and the next launch tries again.
   auto load_form = [&](bool bounded, LoadedKernel& into) {
     try {
-      into = load(record, device, bounded, whole);
+      into = load(record, device, bounded, form);
       modules_.emplace_back(device, into.module);
     } catch (const c10::Error& e) {
       if (is_compile_error(e.msg())) d.error = e.msg();
       throw;
     }
   };
-  const LoadedKernel& unbounded = d.free_kernel[whole];
-  if (d.free[whole].load(std::memory_order_relaxed) == nullptr) {
-    load_form(false, d.free_kernel[whole]);
-    d.free[whole].store(&unbounded, std::memory_order_release);
+  const LoadedKernel& unbounded = d.free_kernel[f];
+  if (d.free[f].load(std::memory_order_relaxed) == nullptr) {
+    load_form(false, d.free_kernel[f]);
+    d.free[f].store(&unbounded, std::memory_order_release);
   }
   if (group_threads <= static_cast<uint32_t>(unbounded.max_threads)) return unbounded;
-  if (d.bounded_kernel[whole].function == nullptr) load_form(true, d.bounded_kernel[whole]);
-  const LoadedKernel& bounded = d.bounded_kernel[whole];
+  if (d.bounded_kernel[f].function == nullptr) load_form(true, d.bounded_kernel[f]);
+  const LoadedKernel& bounded = d.bounded_kernel[f];
   TORCH_CHECK(group_threads <= static_cast<uint32_t>(bounded.max_threads), "kernel '",
               record.name, "': threads_per_thread_group has ", group_threads,
               " threads, but compiled for this GPU the kernel runs at most ", bounded.max_threads,
@@ -344,13 +367,12 @@ const LoadedKernel& KernelModule::kernel(const KernelRecord& record, int device,
   return bounded;
 }
 
-const KernelModule& kernel_module(const KernelRecord& record, int device,
-                                  bool whole_simdgroups) {
+const KernelModule& kernel_module(const KernelRecord& record, int device, LaunchForm form) {
   return record.artifacts.cuda.get(
       [&] {
         auto module = std::make_shared<KernelModule>(record);
         // Compiles and loads, on this GPU, the form the first launch needs.
-        module->kernel(record, device, 1, whole_simdgroups);
+        module->kernel(record, device, 1, form);
         return std::shared_ptr<const KernelModule>(std::move(module));
       },
       // Only a compile failure is final; a missing compiler may be installed
@@ -358,13 +380,13 @@ const KernelModule& kernel_module(const KernelRecord& record, int device,
       is_compile_error);
 }
 
-std::string translation_unit(const KernelRecord& record, bool bounded, bool whole_simdgroups) {
+std::string translation_unit(const KernelRecord& record, bool bounded, LaunchForm form) {
   std::string tu;
   tu += "// coreai_torch CUDA backend: kernel entry " + record.entry + "\n";
   tu += "#include <coreai_msl.h>\n";
   tu += "template <class T>\nstruct coreai::simd::launch_form {\n";
   tu += "  static constexpr bool whole_simdgroups = ";
-  tu += whole_simdgroups ? "true;\n};\n" : "false;\n};\n";
+  tu += form.whole_simdgroups ? "true;\n};\n" : "false;\n};\n";
   tu += "#pragma clang force_cuda_host_device begin\n";
   tu += "namespace metal {\n";
   tu += "#line 1 \"kernel_rendering\"\n";
@@ -372,13 +394,13 @@ std::string translation_unit(const KernelRecord& record, bool bounded, bool whol
   tu += "\n}  // namespace metal\n";
   tu += "#pragma clang force_cuda_host_device end\n";
   tu += "#line 1 \"coreai_entry_shim\"\n";
-  tu += entry_shim(record, bounded);
+  tu += entry_shim(record, bounded, form.aligned_tensors);
   return tu;
 }
 
 std::string ptx_for(const KernelRecord& record, const std::string& arch, bool bounded,
-                    bool whole_simdgroups) {
-  return jit::compile(ptx_request(record, arch, bounded, whole_simdgroups), true).payload;
+                    LaunchForm form) {
+  return jit::compile(ptx_request(record, arch, bounded, form), true).payload;
 }
 
 bool uses_simdgroup_matrices(const std::string& source) {

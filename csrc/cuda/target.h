@@ -19,6 +19,23 @@
 
 namespace coreai_torch::cuda {
 
+// Which compiled form of a kernel a launch takes (docs/cuda.md, "Launch
+// forms"). Each fact lets the compiler prove more; the launcher checks both
+// per launch.
+struct LaunchForm {
+  // No SIMD-group of the launch has fewer than 32 lanes. Changes the code of
+  // kernels that use SIMD-group matrices only (their matrices keep the matrix
+  // units' layout); for the others it is ignored.
+  bool whole_simdgroups = false;
+  // Every tensor's data starts at a 16-byte boundary and each of its strides
+  // but the innermost spans a multiple of 16 bytes, so a vector access whose
+  // address is built from them is proven aligned and needs no run-time test.
+  bool aligned_tensors = false;
+
+  static constexpr int kCount = 4;
+  int index() const { return (whole_simdgroups ? 2 : 0) + (aligned_tensors ? 1 : 0); }
+};
+
 // A registered kernel loaded on one GPU in one compiled form.
 struct LoadedKernel {
   CUmodule module = nullptr;
@@ -29,11 +46,9 @@ struct LoadedKernel {
 // The CUDA artifact of a record (its slot in KernelRecord::artifacts): the
 // kernel loaded on each GPU that has run it. A kernel is first compiled with
 // no register limit; a launch with more threads per group than that form
-// allows gets a second form compiled for 1024 threads. A kernel that uses
-// SIMD-group matrices has these forms twice: for launches whose SIMD-groups
-// all have 32 lanes, where its matrices also keep the matrix units' layout,
-// and for launches with partial SIMD-groups (coreai_msl/simdgroup_matrix.h).
-// The modules are unloaded when the record goes.
+// allows gets a second form compiled for 1024 threads. Each LaunchForm a
+// launch asks for has these two of its own. The modules are unloaded when the
+// record goes.
 class KernelModule {
  public:
   explicit KernelModule(const KernelRecord& record);
@@ -42,24 +57,23 @@ class KernelModule {
   ~KernelModule();
 
   // The kernel for a launch of `group_threads` threads per threadgroup on
-  // `device`, whose primary context must be current; `whole_simdgroups`: no
-  // SIMD-group of the launch has fewer than 32 lanes. Compiled and loaded on
-  // first use; later calls read an atomic. Throws "MetalCompileError: ..."
-  // when the kernel does not compile for this GPU (again on every later call).
+  // `device`, whose primary context must be current, in the form `form`.
+  // Compiled and loaded on first use; later calls read an atomic. Throws
+  // "MetalCompileError: ..." when the kernel does not compile for this GPU
+  // (again on every later call).
   const LoadedKernel& kernel(const KernelRecord& record, int device, uint32_t group_threads,
-                             bool whole_simdgroups) const;
+                             LaunchForm form) const;
 
   // Whether the kernel is loaded on `device` (a launch there compiles nothing).
   bool loaded_on(int device) const;
 
  private:
-  // One GPU's kernels, by form: [1] for launches of whole SIMD-groups of a
-  // kernel with SIMD-group matrices, [0] for all others. Filled under
-  // `mutex_`, read through `free` without it.
+  // One GPU's kernels, by LaunchForm::index(). Filled under `mutex_`, read
+  // through `free` without it.
   struct OnDevice {
-    std::array<std::atomic<const LoadedKernel*>, 2> free{};
-    std::array<LoadedKernel, 2> free_kernel;     // compiled with no register limit
-    std::array<LoadedKernel, 2> bounded_kernel;  // compiled for 1024 threads per threadgroup
+    std::array<std::atomic<const LoadedKernel*>, LaunchForm::kCount> free{};
+    std::array<LoadedKernel, LaunchForm::kCount> free_kernel;     // no register limit
+    std::array<LoadedKernel, LaunchForm::kCount> bounded_kernel;  // for 1024 threads per group
     std::string error;                           // a compile failure for this GPU, raised again
   };
   static constexpr int kMaxDevices = 128;  // c10 numbers devices with an int8_t
@@ -74,20 +88,19 @@ class KernelModule {
 };
 
 // The record's module: its slot, built on the first CUDA launch (the kernel,
-// in the form for launches with or without partial SIMD-groups, compiled and
-// loaded on `device`, whose primary context must be current).
-const KernelModule& kernel_module(const KernelRecord& record, int device, bool whole_simdgroups);
+// in the form `form`, compiled and loaded on `device`, whose primary context
+// must be current).
+const KernelModule& kernel_module(const KernelRecord& record, int device, LaunchForm form);
 
 // The translation unit compiled for `record`; `bounded`: the form for 1024
-// threads per group; `whole_simdgroups`: the form for launches without partial
-// SIMD-groups (exposed for tests and debugging).
-std::string translation_unit(const KernelRecord& record, bool bounded, bool whole_simdgroups);
+// threads per group (exposed for tests and debugging).
+std::string translation_unit(const KernelRecord& record, bool bounded, LaunchForm form);
 
 // The PTX of `record` for GPU architecture `arch` (sm_XY), from the disk cache
 // or compiled. Needs no GPU: this is how CI checks that every kernel compiles
 // for the GPU.
 std::string ptx_for(const KernelRecord& record, const std::string& arch, bool bounded,
-                    bool whole_simdgroups);
+                    LaunchForm form);
 
 // Whether `source` uses SIMD-group matrices, whose code differs between the
 // forms for whole and partial SIMD-groups (a name it spells).

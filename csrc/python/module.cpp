@@ -161,16 +161,19 @@ PYBIND11_MODULE(_C, m) {
       "input), for test programs over the same headers.");
   m.def(
       "_cuda_ptx",
-      [](int64_t handle, const std::string& arch, bool whole_simdgroups) {
+      [](int64_t handle, const std::string& arch, bool whole_simdgroups, bool aligned_tensors) {
         const std::shared_ptr<const coreai_torch::KernelRecord> record =
             coreai_torch::kernel_record(handle);
         pybind11::gil_scoped_release no_gil;  // callers compile many kernels from threads
-        return coreai_torch::cuda::ptx_for(*record, arch, false, whole_simdgroups);
+        return coreai_torch::cuda::ptx_for(*record, arch, false,
+                                           {whole_simdgroups, aligned_tensors});
       },
       pybind11::arg("handle"), pybind11::arg("arch"), pybind11::arg("whole_simdgroups") = false,
+      pybind11::arg("aligned_tensors") = false,
       "The PTX the CUDA backend compiles a registered kernel to for GPU architecture `arch` "
-      "(sm_XY), in the form for launches with partial SIMD-groups or, with "
-      "`whole_simdgroups`, without; needs no GPU.");
+      "(sm_XY), in the launch form (cuda/target.h, LaunchForm) for launches with partial "
+      "SIMD-groups or, with `whole_simdgroups`, without; and for any tensors or, with "
+      "`aligned_tensors`, for 16-byte aligned data and outer strides; needs no GPU.");
   m.def(
       "_cuda_version_vectors",
       [](const std::string& ir) {

@@ -258,6 +258,79 @@ def test_vector_accesses_test_their_alignment() -> None:
         torch.testing.assert_close(got, want, rtol=0, atol=0)
 
 
+def _doubled_rows(x: torch.Tensor) -> torch.Tensor:
+    return 2 * x
+
+
+# Thread `id` doubles four halves of one row of x as a half4, read and written
+# through row pointers as MLX's RMSNorm does. Whether the vectors are 16-byte
+# aligned depends on the tensors' data pointers and row strides, which only a
+# launch knows (cuda/target.h, LaunchForm::aligned_tensors).
+row_vectors = TorchMetalKernel(
+    "cuda_row_vectors",
+    ["x"],
+    ["out"],
+    src="""
+        const uint row = id / 8, i = 4 * (id % 8);
+        const half4 v = *(device const half4*)(&x[0, row] + i);
+        *(device half4*)(&out[0, row] + i) = v * half(2);
+    """,
+    torch_defn=_doubled_rows,
+    metal_params=[GID],
+)
+ROW_CALL = {
+    "threads_per_grid": (48, 1, 1),
+    "threads_per_thread_group": (8, 1, 1),
+    "result_shapes": [[6, 32]],
+}
+
+
+def _row_inputs() -> dict[str, torch.Tensor]:
+    """6 x 32 halves: contiguous; starting 8 bytes past a 16-byte boundary; rows 136 bytes apart."""
+    values = torch.arange(6 * 32, dtype=torch.float16).reshape(6, 32)
+    shifted = torch.zeros(4 + 6 * 32, dtype=torch.float16)[4:].view(6, 32)
+    strided = torch.zeros(6, 68, dtype=torch.float16)[:, :32]
+    shifted.copy_(values)
+    strided.copy_(values)
+    return {"contiguous": values, "data 8 bytes past 16": shifted, "row stride 136 bytes": strided}
+
+
+def test_launches_of_aligned_tensors_have_a_form_without_address_tests() -> None:
+    inputs = _row_inputs()
+    spec = row_vectors.specialization((inputs["contiguous"],), [2], [torch.float16])
+    handle = torch.ops.coreai_torch.register_kernel.default(*row_vectors.registration(spec))
+    try:
+        general = _entry_body(_C._cuda_ptx(handle, "sm_90"))
+        aligned = _entry_body(_C._cuda_ptx(handle, "sm_90", aligned_tensors=True))
+    finally:
+        torch.ops.coreai_torch.release_kernel.default(handle)
+    address_test = r"and\.b64\s+%rd\d+, %rd\d+, 7;"
+    # Any launch: both accesses test their address (8-byte vectors at rows of
+    # any even stride), then move the half4 whole or as four halves.
+    assert len(re.findall(address_test, general)) == 2, general
+    assert len(re.findall(r"st\.global\.u16", general)) == 4, general
+    # Aligned tensors: the row pointer's alignment is proven, nothing is tested.
+    assert not re.search(address_test, aligned), aligned
+    assert len(re.findall(r"ld\.global\.v4\.b16", aligned)) == 1, aligned
+    assert len(re.findall(r"st\.global\.v4\.b16", aligned)) == 1, aligned
+    assert "st.global.u16" not in aligned, aligned
+    # The kernel's results on the CPU backend, for the launches of each form.
+    for name, x in inputs.items():
+        got = row_vectors(x, **ROW_CALL)
+        torch.testing.assert_close(got, 2 * inputs["contiguous"], rtol=0, atol=0, msg=name)
+
+
+@requires_gpu
+def test_the_launcher_picks_the_aligned_form_only_for_aligned_tensors() -> None:
+    loaded = torch.ops.coreai_torch.cuda_loaded_modules
+    before = loaded()
+    for name, x in _row_inputs().items():
+        got = row_vectors(x.cuda(), **ROW_CALL).cpu()
+        torch.testing.assert_close(got, 2 * x.contiguous(), rtol=0, atol=0, msg=name)
+    # The aligned form for the contiguous rows; one general form for the others.
+    assert loaded() - before == 2
+
+
 def _code_generator(ir: str) -> subprocess.CompletedProcess:
     """clang's code generator alone on ``ir``, as the CUDA backend runs it: PTX on stdout."""
     return subprocess.run(

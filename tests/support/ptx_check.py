@@ -59,27 +59,37 @@ def activate() -> None:
     _ACTIVE = True
 
 
+def _form_name(whole: bool, aligned: bool) -> str:
+    simdgroups = "whole SIMD-groups" if whole else "partial SIMD-groups"
+    tensors = "aligned tensors" if aligned else "any tensors"
+    return f"{simdgroups}, {tensors}"
+
+
 def compile_for_gpu(name: str, registration: tuple) -> str:
     """'' if the kernel compiles to PTX and with ptxas to sm_90 code, else why not.
 
-    A kernel with SIMD-group matrices is compiled in both of its forms: for
-    launches with partial SIMD-groups and for launches without.
+    The kernel is compiled in the launch forms (cuda/target.h, LaunchForm)
+    that most launches take: for any tensors and for aligned ones; a kernel
+    with SIMD-group matrices also for launches of whole SIMD-groups with
+    aligned tensors, the form its benchmarks and models run in.
     """
     args = [list(a) if isinstance(a, tuple) else a for a in registration]
     handle = torch.ops.coreai_torch.register_kernel.default(*args)
+    forms = [(False, False), (False, True)]
     ptxs = {}
     try:
-        forms = [False, True] if _C._cuda_uses_simdgroup_matrices(handle) else [False]
-        for whole in forms:
-            ptxs[whole] = _C._cuda_ptx(handle, ARCH, whole)
+        if _C._cuda_uses_simdgroup_matrices(handle):
+            forms.append((True, True))
+        for whole, aligned in forms:
+            ptxs[whole, aligned] = _C._cuda_ptx(handle, ARCH, whole, aligned)
     except RuntimeError as exc:
-        form = "whole" if len(ptxs) == 1 else "partial"
-        return f"kernel '{name}' does not compile to PTX ({form} SIMD-groups):\n{exc}"
+        form = _form_name(*forms[len(ptxs)])
+        return f"kernel '{name}' does not compile to PTX ({form}):\n{exc}"
     finally:
         torch.ops.coreai_torch.release_kernel.default(handle)
     with tempfile.TemporaryDirectory(prefix="coreai-ptx-") as scratch:
-        for whole, ptx in ptxs.items():
-            path = Path(scratch) / f"{registration[2]}-{int(whole)}.ptx"
+        for (whole, aligned), ptx in ptxs.items():
+            path = Path(scratch) / f"{registration[2]}-{int(whole)}{int(aligned)}.ptx"
             path.write_text(ptx)
             result = subprocess.run(
                 [find_ptxas(), f"-arch={ARCH}", str(path), "-o", os.devnull],
@@ -88,7 +98,7 @@ def compile_for_gpu(name: str, registration: tuple) -> str:
             )
             if result.returncode != 0:
                 return (
-                    f"kernel '{name}' (entry {registration[2]}, whole SIMD-groups: {whole}): "
+                    f"kernel '{name}' (entry {registration[2]}, {_form_name(whole, aligned)}): "
                     f"ptxas rejects its PTX:\n{result.stderr}"
                 )
     return ""
