@@ -285,11 +285,14 @@ ROW_CALL = {
 }
 
 
-def _row_inputs() -> dict[str, torch.Tensor]:
-    """6 x 32 halves: contiguous; starting 8 bytes past a 16-byte boundary; rows 136 bytes apart."""
-    values = torch.arange(6 * 32, dtype=torch.float16).reshape(6, 32)
-    shifted = torch.zeros(4 + 6 * 32, dtype=torch.float16)[4:].view(6, 32)
-    strided = torch.zeros(6, 68, dtype=torch.float16)[:, :32]
+def _row_inputs(device: str = "cpu") -> dict[str, torch.Tensor]:
+    """6 x 32 halves: contiguous; starting 8 bytes past a 16-byte boundary; rows 136 bytes apart.
+
+    Made on ``device`` itself: copying a view to another device makes it contiguous.
+    """
+    values = torch.arange(6 * 32, dtype=torch.float16, device=device).reshape(6, 32)
+    shifted = torch.zeros(4 + 6 * 32, dtype=torch.float16, device=device)[4:].view(6, 32)
+    strided = torch.zeros(6, 68, dtype=torch.float16, device=device)[:, :32]
     shifted.copy_(values)
     strided.copy_(values)
     return {"contiguous": values, "data 8 bytes past 16": shifted, "row stride 136 bytes": strided}
@@ -324,11 +327,12 @@ def test_launches_of_aligned_tensors_have_a_form_without_address_tests() -> None
 def test_the_launcher_picks_the_aligned_form_only_for_aligned_tensors() -> None:
     loaded = torch.ops.coreai_torch.cuda_loaded_modules
     before = loaded()
-    for name, x in _row_inputs().items():
-        got = row_vectors(x.cuda(), **ROW_CALL).cpu()
-        torch.testing.assert_close(got, 2 * x.contiguous(), rtol=0, atol=0, msg=name)
-    # The aligned form for the contiguous rows; one general form for the others.
-    assert loaded() - before == 2
+    # The aligned form for the contiguous rows, then one general form for the others.
+    for (name, x), forms in zip(_row_inputs("cuda").items(), (1, 2, 2)):
+        assert (x.data_ptr() % 16 == 0 and x.stride(0) % 8 == 0) == (name == "contiguous")
+        got = row_vectors(x, **ROW_CALL)
+        torch.testing.assert_close(got.cpu(), 2 * x.cpu(), rtol=0, atol=0, msg=name)
+        assert loaded() - before == forms, name
 
 
 def _code_generator(ir: str) -> subprocess.CompletedProcess:
