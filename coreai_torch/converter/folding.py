@@ -43,7 +43,7 @@ from torch._ops import OpOverload
 from . import dtypes
 from .graph_lowering import call_key
 from .lowering_context import Folded
-from .mutation import mutates_input, storage
+from .mutation import in_place_calls, mutates_input, storage
 
 aten = torch.ops.aten
 
@@ -84,19 +84,20 @@ def fold_constants(
     constants: dict[fx.Node, torch.Tensor],
     live: set[fx.Node],
     has_user_lowering: Any,
+    writes: list[fx.Node] | None = None,
 ) -> Folded:
     """The calls of ``graph`` computed from constants alone, and their values.
 
     ``constants`` maps the graph's parameter, buffer and constant placeholders
-    to their tensors; ``live`` is the set of nodes the outputs depend on; and
+    to their tensors; ``live`` is the set of nodes the outputs depend on;
     ``has_user_lowering(target)`` says whether the user lowers a target
-    themselves (those calls are left to their lowering).
+    themselves (those calls are left to their lowering); and ``writes`` lists
+    the graph's in-place calls (``mutation.in_place_calls``, found here if not
+    given).
     """
-    written = {
-        storage(node)
-        for node in graph.nodes
-        if node.op == "call_function" and mutates_input(node.target)
-    }
+    if writes is None:
+        writes = in_place_calls(graph)
+    written = {storage(node) for node in writes}
     written.discard(None)
     known: dict[fx.Node, torch.Tensor] = dict(constants)
     folded = Folded({}, {})

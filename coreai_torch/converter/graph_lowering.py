@@ -16,7 +16,7 @@ from ..contract import OP_NAMESPACE
 from . import dtypes, ops  # noqa: F401  (importing ops registers the built-in lowerings)
 from .errors import UnsupportedOpsError, lowering_context, source_line
 from .lowering_context import LoweringContext
-from .mutation import Functionalizer, mutates_input
+from .mutation import Functionalizer, in_place_calls, mutates_input
 from .registry import lookup, reads_of
 from .vmap import Batching
 
@@ -92,19 +92,32 @@ class GraphLowerer:
         # live nodes): a parameter read this way needs a value though no user
         # of it is lowered.
         self.read_by_hooks: set[fx.Node] = set()
+        # The in-place calls of each graph, found once: liveness, constant
+        # folding and the lowering of the graph each need them.
+        self._writes: dict[fx.Graph, list[fx.Node]] = {}
 
     def live(self, graph: fx.Graph) -> set[fx.Node]:
         found = self._live.get(graph)
         if found is None:
-            reads = self._reads if reads_apply(graph) else None
+            reads = self._reads if reads_apply(graph, self.writes(graph)) else None
             found = self._live[graph] = live_nodes(graph, reads)
         return found
 
-    def _reads(self, node: fx.Node) -> list[fx.Node]:
-        """The nodes lowering ``node`` reads (see ``register_lowering``'s ``reads``)."""
+    def writes(self, graph: fx.Graph) -> list[fx.Node]:
+        """The calls of ``graph`` that write into an input (``mutation.in_place_calls``)."""
+        found = self._writes.get(graph)
+        if found is None:
+            found = self._writes[graph] = in_place_calls(graph)
+        return found
+
+    def _reads(self, node: fx.Node) -> list[fx.Node] | None:
+        """The nodes lowering ``node`` reads (see ``register_lowering``'s ``reads``).
+
+        ``None`` where those are its inputs.
+        """
         reads = reads_of(node.target) if node.op == "call_function" else None
         if reads is None or user_lowering(self.user_lowerings, node.target) is not None:
-            return node.all_input_nodes
+            return None
         found = reads(node)
         self.read_by_hooks.update(found)
         return found
@@ -159,8 +172,9 @@ class GraphLowerer:
         Returns the graph's output arguments resolved to values.
         """
         ctx.lowerer = self
-        if Functionalizer.needed(graph_module.graph):
-            ctx.functionalizer = Functionalizer(graph_module.graph)
+        writes = self.writes(graph_module.graph)
+        if writes:
+            ctx.functionalizer = Functionalizer(graph_module.graph, writes)
         if Batching.needed(graph_module.graph):
             ctx.batching = Batching()
         live = self.live(graph_module.graph)
@@ -394,7 +408,7 @@ def _flat(args: Any) -> list[Any]:
 
 
 def live_nodes(
-    graph: fx.Graph, reads: Callable[[fx.Node], list[fx.Node]] | None = None
+    graph: fx.Graph, reads: Callable[[fx.Node], list[fx.Node] | None] | None = None
 ) -> set[fx.Node]:
     """The nodes the graph's outputs depend on.
 
@@ -403,28 +417,43 @@ def live_nodes(
     included) computes nothing the program returns. Run-time assertions that
     ``torch.export`` inserts are dropped with them; the exporter already
     checked the shapes they guard. ``reads(node)``, if given, lists the nodes
-    lowering ``node`` reads (its inputs, unless its lowering says otherwise).
+    lowering ``node`` reads where that is not its inputs (``None`` where it is).
     """
-    # An op that mutates an input is kept whatever its users: the program it is
-    # in gets decomposed, which turns the mutation into a value (decomp.py).
-    pending = [n for n in graph.nodes if n.op == "output" or mutates_input(n.target)]
     live: set[fx.Node] = set()
-    while pending:
-        node = pending.pop()
-        if node in live:
+    # The live nodes that read their inputs, and the nodes the other live
+    # nodes read. Only later nodes read a node, so one sweep from the output
+    # back finds every live node with a set test or two per node (a walk
+    # over each live node's inputs built a list per node).
+    readers: set[fx.Node] = set()
+    read: set[fx.Node] = set()
+    for node in reversed(graph.nodes):
+        if (
+            readers.isdisjoint(node.users)
+            and node not in read
+            and node.op != "output"
+            # An op that mutates an input is kept whatever its users: the
+            # program it is in gets decomposed, which turns the mutation into
+            # a value (decomp.py).
+            and not mutates_input(node.target)
+        ):
             continue
         live.add(node)
-        pending.extend(node.all_input_nodes if reads is None else reads(node))
+        found = reads(node) if reads is not None else None
+        if found is None:
+            readers.add(node)
+        else:
+            read.update(found)
     return live
 
 
-def reads_apply(graph: fx.Graph) -> bool:
+def reads_apply(graph: fx.Graph, writes: list[fx.Node]) -> bool:
     """Whether lowerings may read other nodes than their inputs (``register_lowering``).
 
-    Not in graphs with in-place ops, whose values change between a node and
-    its users (mutation.py), nor in graphs with vmap regions (vmap.py).
+    Not in graphs with in-place ops (``writes``, the graph's in-place calls),
+    whose values change between a node and its users (mutation.py), nor in
+    graphs with vmap regions (vmap.py).
     """
-    return not Functionalizer.needed(graph) and not Batching.needed(graph)
+    return not writes and not Batching.needed(graph)
 
 
 def distinct_targets(nodes: list[fx.Node]) -> list[Any]:

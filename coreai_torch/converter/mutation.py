@@ -69,6 +69,11 @@ def _schema_fact(
 _MUTATES: dict[int, tuple[Any, bool]] = {}
 
 
+def in_place_calls(graph: fx.Graph) -> list[fx.Node]:
+    """The calls of ``graph`` that write into an input (``mutates_input``), in graph order."""
+    return [n for n in graph.nodes if n.op == "call_function" and mutates_input(n.target)]
+
+
 def functional_target(target: Any) -> OpOverload | None:
     """The out-of-place twin of an in-place op (``add_.Tensor`` -> ``add.Tensor``), if any."""
     if not mutates_input(target):
@@ -326,13 +331,12 @@ _UNSEEN = object()
 class Functionalizer:
     """Tracks the versions of written memory while one graph is lowered."""
 
-    def __init__(self, graph: fx.Graph) -> None:
+    def __init__(self, graph: fx.Graph, writes: list[fx.Node] | None = None) -> None:
+        """``writes``: ``in_place_calls(graph)``, when the caller has it already."""
         self._roots: dict[str, fx.Node] = {}
-        roots = {
-            self._root(_self_argument(n))
-            for n in graph.nodes
-            if n.op == "call_function" and mutates_input(n.target)
-        }
+        if writes is None:
+            writes = in_place_calls(graph)
+        roots = {self._root(_self_argument(n)) for n in writes}
         self._version: dict[str, int] = dict.fromkeys((r.name for r in roots), 0)
         self._computed_at: dict[str, int] = {}
         # A node shares a written root's memory only if it is a view (or an
@@ -341,10 +345,6 @@ class Functionalizer:
         self._written_storages = {storage(r) for r in roots} - {None}
         # Each node's written root (its name), or None: found once per node.
         self._written_root: dict[str, str | None] = {}
-
-    @staticmethod
-    def needed(graph: fx.Graph) -> bool:
-        return any(n.op == "call_function" and mutates_input(n.target) for n in graph.nodes)
 
     def _root(self, node: fx.Node) -> fx.Node:
         """``memory_root(node)``, with the roots of the views on the way kept too."""

@@ -19,10 +19,14 @@ from coreai._compiler._mlir_libs._coreaiIR._bindings.compiler import (
     run_pre_compilation_rewrite,
 )
 from coreai._compiler.dialects import coreai
+from coreai._compiler.passmanager import PassManager
+from coreai.authoring import Context
 from support.coreai_run import run_program
 
 from coreai_torch import TorchConverter
 from coreai_torch.converter import converter as converter_module
+
+from .test_state import PROMPT, Decoder
 
 
 class _Block(torch.nn.Module):
@@ -128,3 +132,49 @@ def test_the_rewrite_gives_the_same_ir_with_and_without_threads(monkeypatch) -> 
     threaded = convert()
     assert calls == [False, True]
     assert threaded == alone
+
+
+def _passes(pipeline: str) -> list[str]:
+    """The top-level passes of a parsed pipeline, as MLIR prints them."""
+    with Context() as context:
+        text = str(PassManager.parse(pipeline, context=context._mlir_context))
+    body = text[len("builtin.module(") : -1]
+    passes, depth, start = [], 0, 0
+    for index, char in enumerate(body):
+        depth += char in "({"
+        depth -= char in ")}"
+        if char == "," and depth == 0:
+            passes.append(body[start:index])
+            start = index + 1
+    return [*passes, body[start:]]
+
+
+def test_the_pipeline_is_coreai_cores_less_the_skipped_passes() -> None:
+    theirs = _passes(converter_module.COREAI_REWRITE_PIPELINE)
+    skipped = _passes(f"builtin.module({','.join(converter_module.SKIPPED_PASSES)})")
+    assert set(skipped) <= set(theirs)
+    assert _passes(converter_module._REWRITE_PIPELINE) == [p for p in theirs if p not in skipped]
+
+
+def test_the_skipped_passes_change_nothing_in_a_stateful_program(monkeypatch) -> None:
+    # Locations included: the handles, tokens and unique ids the rewrite adds.
+    torch.manual_seed(0)
+    model = Decoder().eval()
+    programs = {
+        name: torch.export.export(model, (torch.zeros(1, n, dtype=torch.long), torch.arange(n)))
+        for name, n in (("prefill", PROMPT), ("decode", 1))
+    }
+
+    def convert() -> str:
+        converter = TorchConverter()
+        for name, program in programs.items():
+            converter.add_exported_program(program, entrypoint_name=name)
+        module = converter.to_coreai()._module._mlir_module
+        return module.operation.get_asm(enable_debug_info=True)
+
+    ours = convert()
+    monkeypatch.setattr(
+        converter_module, "_REWRITE_PIPELINE", converter_module.COREAI_REWRITE_PIPELINE
+    )
+    assert "coreai.read_handle" in ours
+    assert ours == convert()
