@@ -70,6 +70,14 @@ _REWRITE_PASSES = (
 # It cost 0.1-0.2 ms a graph of a small transformer.
 SKIPPED_PASSES = ("coreai.graph(elim-redundant-handle-ops)",)
 _REWRITE_PIPELINE = f"builtin.module({','.join(_REWRITE_PASSES)})"
+# type-propagation refines types with sizes unknown where they could be
+# inferred; in a module whose types are all static it has nothing to do
+# (GraphLowerer.needs_type_propagation), and it cost 0.15-0.2 ms a graph of
+# a small transformer. The pipeline for such modules goes without it.
+_TYPE_PROPAGATION = "type-propagation"
+_STATIC_REWRITE_PIPELINE = (
+    f"builtin.module({','.join(p for p in _REWRITE_PASSES if p != _TYPE_PROPAGATION)})"
+)
 
 
 @dataclass
@@ -383,7 +391,7 @@ class TorchConverter:
                         _emit_entry(entry, lowerer, locations)
             finally:
                 constants.forget()
-            _rewrite(module._mlir_module)
+            _rewrite(module._mlir_module, propagate_types=lowerer.needs_type_propagation)
         return AIProgram(module)
 
     def __repr__(self) -> str:
@@ -437,7 +445,7 @@ def _emit_subgraph(
     invoked.update(dict.fromkeys(calls, graph))
 
 
-def _rewrite(module: MLIRModule) -> None:
+def _rewrite(module: MLIRModule, propagate_types: bool = True) -> None:
     """Run Core AI's pre-compilation rewrite on ``module``, verified before and after.
 
     ``run_pre_compilation_rewrite`` verifies the whole module after each of
@@ -455,8 +463,10 @@ def _rewrite(module: MLIRModule) -> None:
     (``_worth_threads``); the IR is the same either way (test_rewrite.py).
 
     The pipeline leaves out the passes of ``SKIPPED_PASSES``, which have
-    nothing to act on in the converter's IR; test_rewrite.py checks that the
-    rest is coreai-core's pipeline and that the IR is the same.
+    nothing to act on in the converter's IR, and type-propagation unless
+    ``propagate_types`` (a module whose types are all static);
+    test_rewrite.py checks that the rest is coreai-core's pipeline and that
+    the IR is the same.
     """
     context = module.context
     threaded = _worth_threads(module)
@@ -465,7 +475,8 @@ def _rewrite(module: MLIRModule) -> None:
         context.enable_multithreading(False)
     try:
         _verify(module, "a lowering built an op that Core AI's verifier rejects")
-        passes = PassManager.parse(_REWRITE_PIPELINE, context=context)
+        pipeline = _REWRITE_PIPELINE if propagate_types else _STATIC_REWRITE_PIPELINE
+        passes = PassManager.parse(pipeline, context=context)
         passes.enable_verifier(False)
         try:
             passes.run(module.operation)
@@ -562,9 +573,12 @@ def _emit_entry(
     default_outputs = [a.name if isinstance(a, fx.Node) else str(a) for a in output_args]
     output_names = _names(entry.output_names, default_outputs, "output", entry.entrypoint_name)
 
+    input_types = [dtypes.tensor_type(n.meta["val"]) for n in arguments]
+    if not all(kind.has_static_shape for kind in input_types):
+        lowerer.exact_types = False
     graph = coreai.GraphOp(
         name=entry.entrypoint_name,
-        input_types=[dtypes.tensor_type(n.meta["val"]) for n in arguments],
+        input_types=input_types,
         result_types=[],
         input_names=argument_names,
         loc=Location.unknown(),

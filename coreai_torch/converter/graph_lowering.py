@@ -95,6 +95,20 @@ class GraphLowerer:
         # The in-place calls of each graph, found once: liveness, constant
         # folding and the lowering of the graph each need them.
         self._writes: dict[fx.Graph, list[fx.Node]] = {}
+        # Whether every value lowered so far has the static type torch gives
+        # it, built by this package's lowerings; see needs_type_propagation.
+        self.exact_types = True
+
+    @property
+    def needs_type_propagation(self) -> bool:
+        """Whether Core AI's type propagation may refine a type of the lowered graphs.
+
+        Not when every node's value came out of a built-in lowering with
+        exactly the static type torch states for it (``_checked_one``) and
+        every graph input has static sizes (``exact_types``): its types are
+        then all static, and the pass leaves the IR as it is.
+        """
+        return not self.exact_types
 
     def live(self, graph: fx.Graph) -> set[fx.Node]:
         found = self._live.get(graph)
@@ -230,7 +244,9 @@ class GraphLowerer:
             with ctx.lowering(node):
                 result = self._dispatch(node, ctx)
                 if ctx.batching is None or not ctx.batching.of(node):
-                    result = _checked(node, result, ctx.types)  # batched values carry batch dims
+                    result = _checked(node, result, ctx.types, self)
+                else:
+                    self.exact_types = False  # batched values carry batch dims: not checked
         except Exception as exc:
             exc.add_note(lowering_context(node))
             raise
@@ -251,6 +267,7 @@ class GraphLowerer:
             return ctx.values[source.name][index]
         user = user_lowering(self.user_lowerings, target)
         if user is not None:
+            self.exact_types = False  # whatever types the user's ops have inside
             return user(ctx.values, node, ctx.loc)
         name = kernel_name(target)
         if name is not None:
@@ -334,26 +351,32 @@ def _reuse(ctx: LoweringContext, node: fx.Node, earlier: fx.Node) -> None:
 _UNSEEN = object()
 
 
-def _checked(node: fx.Node, result: Any, types: dict[Any, Any]) -> Any:
+def _checked(node: fx.Node, result: Any, types: dict[Any, Any], lowerer: GraphLowerer) -> Any:
     """``result`` checked against what torch says the node is, with the sizes torch knows.
 
     A disagreement is a lowering bug. Builders that take computed shapes give
     results of unknown sizes; those are refined to the sizes torch knows
-    statically, which the verifier of a later op (a concat) may need.
+    statically, which the verifier of a later op (a concat) may need. A value
+    whose type is not exactly torch's static one clears ``lowerer.exact_types``.
     """
     expected = node.meta.get("val")
     if isinstance(result, list | tuple):
         if not isinstance(expected, list | tuple):
+            lowerer.exact_types = False
             return result
         return [
-            _checked_one(node, value, fake, types)
+            _checked_one(node, value, fake, types, lowerer)
             for value, fake in zip(result, list(expected) + [None] * len(result), strict=False)
         ]
-    return _checked_one(node, result, expected, types)
+    return _checked_one(node, result, expected, types, lowerer)
 
 
-def _checked_one(node: fx.Node, value: Any, fake: Any, types: dict[Any, Any]) -> Any:
+def _checked_one(
+    node: fx.Node, value: Any, fake: Any, types: dict[Any, Any], lowerer: GraphLowerer
+) -> Any:
     if not isinstance(fake, torch.Tensor) or not isinstance(value, Value):
+        if isinstance(fake, _SYMBOLIC):
+            lowerer.exact_types = False  # a size computed at run time
         return value
     # The common case, first: exactly the type torch's sizes give, made once
     # per (sizes, dtype). IR types are unique per context, so comparing them
@@ -370,6 +393,7 @@ def _checked_one(node: fx.Node, value: Any, fake: Any, types: dict[Any, Any]) ->
     actual = value.type
     if expected is not None and actual == expected:
         return value
+    lowerer.exact_types = False
     if not isinstance(actual, RankedTensorType):
         return value
     supported = dtypes.is_supported(fake.dtype)

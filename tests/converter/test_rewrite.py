@@ -60,7 +60,7 @@ def _model() -> torch.nn.Module:
     return model
 
 
-def _with_coreai_core_rewrite(module) -> None:
+def _with_coreai_core_rewrite(module, propagate_types: bool = True) -> None:
     run_pre_compilation_rewrite(module=module)
     module.operation.verify()
 
@@ -154,27 +154,52 @@ def test_the_pipeline_is_coreai_cores_less_the_skipped_passes() -> None:
     skipped = _passes(f"builtin.module({','.join(converter_module.SKIPPED_PASSES)})")
     assert set(skipped) <= set(theirs)
     assert _passes(converter_module._REWRITE_PIPELINE) == [p for p in theirs if p not in skipped]
+    static = [p for p in theirs if p not in skipped and p != "type-propagation"]
+    assert _passes(converter_module._STATIC_REWRITE_PIPELINE) == static
+
+
+def _converted_text(programs: dict[str, torch.export.ExportedProgram]) -> str:
+    """The converted program's IR, locations included (the rewrite adds some)."""
+    converter = TorchConverter()
+    for name, program in programs.items():
+        converter.add_exported_program(program, entrypoint_name=name)
+    module = converter.to_coreai()._module._mlir_module
+    return module.operation.get_asm(enable_debug_info=True)
+
+
+def _with_the_full_pipeline(monkeypatch) -> None:
+    full = converter_module.COREAI_REWRITE_PIPELINE
+    monkeypatch.setattr(converter_module, "_REWRITE_PIPELINE", full)
+    monkeypatch.setattr(converter_module, "_STATIC_REWRITE_PIPELINE", full)
 
 
 def test_the_skipped_passes_change_nothing_in_a_stateful_program(monkeypatch) -> None:
-    # Locations included: the handles, tokens and unique ids the rewrite adds.
     torch.manual_seed(0)
     model = Decoder().eval()
     programs = {
         name: torch.export.export(model, (torch.zeros(1, n, dtype=torch.long), torch.arange(n)))
         for name, n in (("prefill", PROMPT), ("decode", 1))
     }
-
-    def convert() -> str:
-        converter = TorchConverter()
-        for name, program in programs.items():
-            converter.add_exported_program(program, entrypoint_name=name)
-        module = converter.to_coreai()._module._mlir_module
-        return module.operation.get_asm(enable_debug_info=True)
-
-    ours = convert()
-    monkeypatch.setattr(
-        converter_module, "_REWRITE_PIPELINE", converter_module.COREAI_REWRITE_PIPELINE
-    )
+    ours = _converted_text(programs)
+    _with_the_full_pipeline(monkeypatch)
     assert "coreai.read_handle" in ours
-    assert ours == convert()
+    assert ours == _converted_text(programs)
+
+
+def test_type_propagation_runs_where_a_size_is_dynamic(monkeypatch) -> None:
+    model = _model()
+    length = torch.export.Dim("length", min=2, max=32)
+    program = torch.export.export(model, (torch.randn(2, 6, 8),), dynamic_shapes=({1: length},))
+    pipelines = []
+    rewrite = converter_module._rewrite
+
+    def noting(module, propagate_types: bool = True) -> None:
+        pipelines.append(propagate_types)
+        rewrite(module, propagate_types=propagate_types)
+
+    monkeypatch.setattr(converter_module, "_rewrite", noting)
+    ours = _converted_text({"main": program})
+    _converted_text({"main": torch.export.export(model, (torch.randn(2, 6, 8),))})  # static
+    assert pipelines == [True, False]
+    _with_the_full_pipeline(monkeypatch)
+    assert ours == _converted_text({"main": program})
