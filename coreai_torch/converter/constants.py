@@ -34,6 +34,7 @@ from coreai._compiler.ir import (
     InsertionPoint,
     IntegerAttr,
     IntegerType,
+    Operation,
     RankedTensorType,
     Type,
     Value,
@@ -53,6 +54,19 @@ _ELEMENT_TYPES: dict[np.dtype, Callable[[], Type]] = {
 _CACHE: dict[tuple[Any, ...], Value] = {}
 
 
+def constant_op(attr: Attribute) -> Value:
+    """A ``coreai.constant`` of ``attr`` (a typed elements attribute), at the current place.
+
+    The op ``ConstantOp(value=attr)`` builds, created directly with the
+    attribute's type as its result type: the generated builder's Python
+    (default-location lookup, attribute check) and its result type inference
+    cost as much again as the op, and a conversion makes about a hundred.
+    """
+    return Operation.create(
+        ConstantOp.OPERATION_NAME, results=[attr.type], attributes={"value": attr}
+    ).result
+
+
 def small_constant(array: np.ndarray) -> Value | np.ndarray:
     """The constant of ``array`` in the current block: shared, or ``array`` itself if large."""
     element = _ELEMENT_TYPES.get(array.dtype)
@@ -62,7 +76,7 @@ def small_constant(array: np.ndarray) -> Value | np.ndarray:
     found = _CACHE.get(key)
     if found is None:
         kind = RankedTensorType.get(list(array.shape), element())
-        found = _CACHE[key] = ConstantOp(value=DenseElementsAttr.get(array, type=kind)).result
+        found = _CACHE[key] = constant_op(DenseElementsAttr.get(array, type=kind))
     return found
 
 
@@ -211,9 +225,7 @@ def packed_constant(values: np.ndarray, element: Type) -> Value:
     flat = values.reshape(-1)
     if flat.size == 0 or (flat == flat[0]).all():
         fill = int(flat[0]) if flat.size else 0
-        return ConstantOp(
-            value=DenseElementsAttr.get_splat(kind, IntegerAttr.get(element, fill))
-        ).result
+        return constant_op(DenseElementsAttr.get_splat(kind, IntegerAttr.get(element, fill)))
     packed = pack_bits(flat, IntegerType(element).width)
     # An aligned copy: the resource's storage (see weight_attribute).
     storage = np.empty(packed.size + _ALIGNMENT, dtype=np.uint8)
@@ -223,4 +235,4 @@ def packed_constant(values: np.ndarray, element: Type) -> Value:
     name = f"constant_{next(_names)}"
     attr = DenseResourceElementsAttr.get_from_buffer(data, name, kind, alignment=_ALIGNMENT)
     _RESOURCES[("packed", name)] = (data, attr)
-    return ConstantOp(value=attr).result
+    return constant_op(attr)

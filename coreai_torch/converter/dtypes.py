@@ -16,7 +16,6 @@ from collections.abc import Callable
 import ml_dtypes
 import numpy as np
 import torch
-from coreai._compiler.dialects._coreai_ops_gen import ConstantOp
 from coreai._compiler.dialects.coreai.constant import create_elements_attr
 from coreai._compiler.ir import (
     BF16Type,
@@ -31,7 +30,7 @@ from coreai._compiler.ir import (
 )
 
 from ..contract import COREAI_NARROWING
-from .constants import weight_attribute
+from .constants import constant_op, weight_attribute
 
 # What a torch dtype becomes inside the IR (after narrowing): the contract's table.
 NARROWED: dict[torch.dtype, torch.dtype] = COREAI_NARROWING
@@ -149,4 +148,4 @@ def constant(value: object, dtype: torch.dtype) -> Value:
     if attr is None:
         data = np.ascontiguousarray(array.reshape(1) if array.ndim == 0 else array)
         attr = create_elements_attr(Location.unknown(), kind, data)
-    return ConstantOp(value=attr).result
+    return constant_op(attr)
