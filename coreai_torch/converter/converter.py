@@ -72,7 +72,7 @@ SKIPPED_PASSES = ("coreai.graph(elim-redundant-handle-ops)",)
 _REWRITE_PIPELINE = f"builtin.module({','.join(_REWRITE_PASSES)})"
 # type-propagation refines types with sizes unknown where they could be
 # inferred; in a module whose types are all static it has nothing to do
-# (GraphLowerer.needs_type_propagation), and it cost 0.15-0.2 ms a graph of
+# (GraphLowerer.exact_types), and it cost 0.15-0.2 ms a graph of
 # a small transformer. The pipeline for such modules goes without it.
 _TYPE_PROPAGATION = "type-propagation"
 _STATIC_REWRITE_PIPELINE = (
@@ -391,7 +391,7 @@ class TorchConverter:
                         _emit_entry(entry, lowerer, locations)
             finally:
                 constants.forget()
-            _rewrite(module._mlir_module, propagate_types=lowerer.needs_type_propagation)
+            _rewrite(module._mlir_module, propagate_types=not lowerer.exact_types)
         return AIProgram(module)
 
     def __repr__(self) -> str:

@@ -95,20 +95,12 @@ class GraphLowerer:
         # The in-place calls of each graph, found once: liveness, constant
         # folding and the lowering of the graph each need them.
         self._writes: dict[fx.Graph, list[fx.Node]] = {}
-        # Whether every value lowered so far has the static type torch gives
-        # it, built by this package's lowerings; see needs_type_propagation.
+        # Whether every value lowered so far came out of a built-in lowering
+        # with exactly the static type torch states for it (``_checked_one``)
+        # and every graph input has static sizes: the module's types are then
+        # all static, and Core AI's type propagation would leave them as they
+        # are (converter._rewrite skips it).
         self.exact_types = True
-
-    @property
-    def needs_type_propagation(self) -> bool:
-        """Whether Core AI's type propagation may refine a type of the lowered graphs.
-
-        Not when every node's value came out of a built-in lowering with
-        exactly the static type torch states for it (``_checked_one``) and
-        every graph input has static sizes (``exact_types``): its types are
-        then all static, and the pass leaves the IR as it is.
-        """
-        return not self.exact_types
 
     def live(self, graph: fx.Graph) -> set[fx.Node]:
         found = self._live.get(graph)
@@ -188,7 +180,7 @@ class GraphLowerer:
         ctx.lowerer = self
         writes = self.writes(graph_module.graph)
         if writes:
-            ctx.functionalizer = Functionalizer(graph_module.graph, writes)
+            ctx.functionalizer = Functionalizer(writes)
         if Batching.needed(graph_module.graph):
             ctx.batching = Batching()
         live = self.live(graph_module.graph)

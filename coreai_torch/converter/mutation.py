@@ -331,11 +331,9 @@ _UNSEEN = object()
 class Functionalizer:
     """Tracks the versions of written memory while one graph is lowered."""
 
-    def __init__(self, graph: fx.Graph, writes: list[fx.Node] | None = None) -> None:
-        """``writes``: ``in_place_calls(graph)``, when the caller has it already."""
+    def __init__(self, writes: list[fx.Node]) -> None:
+        """``writes``: the graph's in-place calls (``in_place_calls``)."""
         self._roots: dict[str, fx.Node] = {}
-        if writes is None:
-            writes = in_place_calls(graph)
         roots = {self._root(_self_argument(n)) for n in writes}
         self._version: dict[str, int] = dict.fromkeys((r.name for r in roots), 0)
         self._computed_at: dict[str, int] = {}

@@ -79,23 +79,19 @@ std::string entry_shim(const KernelRecord& record, bool bounded, bool aligned_te
       continue;
     }
     s << "void* " << b << ", ";
-    if (!aligned_tensors) {
-      call << "coreai::bind_arg<coreai_param<" << i << ">>(" << b << "), ";
-      ++tensor;
-      continue;
-    }
-    call << "coreai::bind_arg<coreai_param<" << i << ">>(__builtin_assume_aligned(" << b
-         << ", 16)), ";
+    const std::string pointer =
+        aligned_tensors ? "__builtin_assume_aligned(" + b + ", 16)" : b;
+    call << "coreai::bind_arg<coreai_param<" << i << ">>(" << pointer << "), ";
+    const size_t t = tensor++;
+    if (!aligned_tensors) continue;
     const at::ScalarType dtype =
         input ? record.inputs[i].dtype : record.results[i - record.inputs.size()].dtype;
     const int64_t per_16_bytes = 16 / static_cast<int64_t>(c10::elementSize(dtype));
-    const int64_t rank = record.tensor_ranks[tensor];
-    const int64_t offset = record.layout.offsets[tensor];
+    const int64_t rank = record.tensor_ranks[t];
     for (int64_t d = 1; d < rank && per_16_bytes > 1; ++d) {
-      assumptions << "  __builtin_assume((meta.values[" << offset + rank + d << "] & "
-                  << per_16_bytes - 1 << ") == 0);\n";
+      assumptions << "  __builtin_assume((meta.values[" << record.layout.offsets[t] + rank + d
+                  << "] & " << per_16_bytes - 1 << ") == 0);\n";
     }
-    ++tensor;
   }
   s << "const coreai_meta_block meta, const coreai_cuda_dispatch dispatch) {\n"
     << assumptions.str() << "  coreai_cpu_group g;\n"
