@@ -9,10 +9,12 @@ from typing import Any
 import torch
 import torch.fx as fx
 from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind
 
 from . import ops  # noqa: F401  (registers the lowerings whose ops stay undecomposed)
+from .errors import source_line
 from .graph_lowering import all_call_nodes, distinct_targets
-from .mutation import mutates_input, unsupported_mutations
+from .mutation import constant_writes, mutates_input, unsupported_mutations
 from .registry import ops_kept_in_export
 from .vmap import unsupported_batched
 
@@ -47,20 +49,95 @@ def prepare(program: ExportedProgram, is_lowerable: Callable[[Any], bool]) -> Ex
     whole program is decomposed with that table, which also functionalizes
     in-place ops; our kernel ops (``coreai_metal_kernels::*``) have no
     decomposition and stay as they are.
+
+    When ``run_decompositions`` fails, the error names what called for it:
+    ``ValueError`` for writes into the program's constant tensors
+    (:func:`constant_write_error`), ``RuntimeError`` otherwise.
     """
-    nodes = all_call_nodes(program.graph_module)
-    lowerable = all(mutates_input(t) or is_lowerable(t) for t in distinct_targets(nodes))
-    if (
-        lowerable
-        and not unsupported_batched(nodes)
-        and not any(
-            unsupported_mutations(module.graph, is_lowerable)
-            for module in program.graph_module.modules()
-            if isinstance(module, fx.GraphModule)
-        )
-    ):
+    reasons = _not_lowerable_as_is(program, is_lowerable)
+    if not reasons:
         return program
-    return decompose(program)
+    try:
+        return decompose(program)
+    except Exception as exc:
+        error = constant_write_error(program)
+        if error is None:
+            lines = ["the program cannot be lowered as torch.export wrote it:"]
+            lines += ["  " + _at(node, why) for node, why in reasons[:_SHOWN]]
+            if len(reasons) > _SHOWN:
+                lines.append(f"  and {len(reasons) - _SHOWN} more")
+            lines.append(
+                "and torch's run_decompositions, which the converter then uses to rewrite it "
+                f"into ops it lowers, failed: {type(exc).__name__}: {exc}. Change the model code "
+                "at the lines above, or register a lowering for the op with "
+                "converter.register_torch_lowering."
+            )
+            error = RuntimeError("\n".join(lines))
+        raise error from exc
+
+
+# How many writes or reasons an error message lists.
+_SHOWN = 8
+
+
+def _not_lowerable_as_is(
+    program: ExportedProgram, is_lowerable: Callable[[Any], bool]
+) -> list[tuple[fx.Node, str]]:
+    """The nodes that keep ``program`` from being lowered without decomposing it, and why."""
+    nodes = all_call_nodes(program.graph_module)
+    targets = [t for t in distinct_targets(nodes) if not (mutates_input(t) or is_lowerable(t))]
+    if targets:
+        missing = set(map(id, targets))
+        return [(n, f"{n.target} has no lowering") for n in nodes if id(n.target) in missing]
+    reasons = unsupported_batched(nodes)
+    for module in program.graph_module.modules():
+        if isinstance(module, fx.GraphModule):
+            reasons += unsupported_mutations(module.graph, is_lowerable)
+    return reasons
+
+
+def constant_write_error(program: ExportedProgram) -> ValueError | None:
+    """The error for a program whose in-place ops write into its constant tensors, if any.
+
+    A tensor the model holds as a plain attribute (not a buffer) becomes a
+    constant of the exported program, and ``torch.export`` does not record a
+    write into it as a mutation: such a write is no state of the program, and
+    ``run_decompositions`` refuses the program, in words that do not name the
+    write (transformers' static KV cache exported through its
+    ``TorchExportableModuleWithStaticCache``, transformers 5.24, stops it
+    with an ``AssertionError``). The writes are found through the ops'
+    schemas (``mutation.constant_writes``).
+    """
+    constants = {
+        spec.arg.name: spec.target
+        for spec in program.graph_signature.input_specs
+        if spec.kind == InputKind.CONSTANT_TENSOR
+    }
+    writes = constant_writes(program.graph, constants) if constants else []
+    if not writes:
+        return None
+    lines = [
+        f"the program writes in place into {len(writes)} tensor(s) that torch.export lifted as "
+        "constants: the model holds them as plain attributes, not buffers, so the writes are "
+        "no state of the program, and torch's run_decompositions refuses it:"
+    ]
+    lines += [
+        "  " + _at(node, f"{node.target} writes into constant {name!r}")
+        for node, name in writes[:_SHOWN]
+    ]
+    if len(writes) > _SHOWN:
+        lines.append(f"  and {len(writes) - _SHOWN} more")
+    lines.append(
+        "Register each such tensor with nn.Module.register_buffer before exporting: "
+        "torch.export then records its writes as buffer mutations, which convert to Core AI "
+        "state (see add_exported_program's state_names)."
+    )
+    return ValueError("\n".join(lines))
+
+
+def _at(node: fx.Node, what: str) -> str:
+    where = source_line(node)
+    return f"node {node.name}: {what} ({where or 'no source line recorded'})"
 
 
 def decompose(program: ExportedProgram) -> ExportedProgram:

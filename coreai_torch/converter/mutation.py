@@ -312,6 +312,56 @@ def unsupported_mutations(
     return problems
 
 
+def constant_writes(graph: fx.Graph, constants: dict[str, str]) -> list[tuple[fx.Node, str]]:
+    """The in-place calls of ``graph`` that write into a constant tensor, with its name.
+
+    ``constants`` maps the placeholders of the program's constant tensors
+    (``InputKind.CONSTANT_TENSOR``: tensors the module holds as plain
+    attributes, not buffers) to their names. The written memory is followed
+    through the schema's aliasing (a view, an in-place result, ``to`` of the
+    same dtype), not through the fake values' storages: ``torch.export``
+    gives a lifted constant's placeholder a fake value of its own, so the
+    storages of a write and its constant differ.
+    """
+    found = []
+    for node in in_place_calls(graph):
+        written = _aliased_base(_self_argument(node))
+        if written is not None and written.op == "placeholder" and written.name in constants:
+            found.append((node, constants[written.name]))
+    return found
+
+
+def _aliased_base(node: Any) -> fx.Node | None:
+    """The node whose memory ``node`` may alias, by the schemas of the ops in between."""
+    while isinstance(node, fx.Node) and node.op == "call_function":
+        if node.target is operator.getitem:
+            node = node.args[0]
+            continue
+        parent = _self_argument(node)
+        if not _returns_alias(node.target) or not _same_dtype(node, parent):
+            break  # a new tensor (``to`` another dtype copies)
+        node = parent
+    return node if isinstance(node, fx.Node) else None
+
+
+def _same_dtype(node: fx.Node, parent: Any) -> bool:
+    value = node.meta.get("val")
+    source = parent.meta.get("val") if isinstance(parent, fx.Node) else None
+    return isinstance(value, torch.Tensor) and getattr(source, "dtype", None) == value.dtype
+
+
+def _returns_alias(target: Any) -> bool:
+    """Whether ``target``'s schema says its result may alias an argument (views, in-place ops)."""
+    return _schema_fact(
+        _RETURNS_ALIAS,
+        target,
+        lambda op: bool(op._schema.returns) and op._schema.returns[0].alias_info is not None,
+    )
+
+
+_RETURNS_ALIAS: dict[int, tuple[Any, bool]] = {}
+
+
 def _allocates(target: Any) -> bool:
     """Whether ``target``'s schema says each result is new memory (``clone``, ``mul``)."""
     return _schema_fact(

@@ -130,6 +130,63 @@ def test_a_mutation_that_cannot_be_followed_decomposes_the_program() -> None:
         TorchConverter().add_exported_program(program).to_coreai()
 
 
+class PlainAttributeCache(nn.Module):
+    """A KV-cache-like tensor held as a plain attribute, written through a slice."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cache = torch.zeros(2, 4, 3)  # not register_buffer: a constant of the export
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        self.cache.index_copy_(1, positions, x)  # the write the error names
+        return self.cache * 2
+
+
+def test_writes_into_a_constant_tensor_are_refused_by_line() -> None:
+    program = torch.export.export(PlainAttributeCache(), (_x(2, 2, 3), torch.tensor([0, 2])))
+    before = str(program.graph)
+    line = _source_line_of(PlainAttributeCache.forward, "index_copy_")
+    with pytest.raises(ValueError, match="lifted as constants") as raised:
+        TorchConverter().add_exported_program(program).to_coreai()
+    message = str(raised.value)
+    assert "index_copy_.default writes into constant 'cache'" in message
+    assert f"test_raw_exports.py:{line} in forward" in message
+    assert "register_buffer" in message
+    # torch's own refusal is kept as the cause; the user's program is left as it was.
+    assert isinstance(raised.value.__cause__, Exception)
+    assert str(program.graph) == before
+
+
+class Logit(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.logit(x) * 2  # aten.logit has no lowering: decomposed
+
+
+def test_a_failed_decomposition_names_what_called_for_it(monkeypatch) -> None:
+    import coreai_torch.converter.decomp as decomp
+
+    def refuse(program: torch.export.ExportedProgram) -> None:
+        raise AssertionError("torch's own words")
+
+    monkeypatch.setattr(decomp, "decompose", refuse)
+    program = torch.export.export(Logit(), (_x(2, 3).sigmoid(),))
+    line = _source_line_of(Logit.forward, "logit")
+    with pytest.raises(RuntimeError, match="cannot be lowered as torch.export wrote it") as raised:
+        TorchConverter().add_exported_program(program)
+    message = str(raised.value)
+    assert "aten.logit.default has no lowering (" in message
+    assert f"test_raw_exports.py:{line} in forward" in message
+    assert "AssertionError: torch's own words" in message
+    assert isinstance(raised.value.__cause__, AssertionError)
+
+
+def _source_line_of(function, text: str) -> int:
+    import inspect
+
+    lines, first = inspect.getsourcelines(function)
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
 class WindowMask(nn.Module):
     """Nested vmaps over query and key positions, as transformers builds custom masks."""
 

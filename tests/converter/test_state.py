@@ -272,3 +272,43 @@ def test_a_written_parameter_is_refused_with_what_to_do() -> None:
     program = torch.export.export(Writes(), (torch.ones(3),))
     with pytest.raises(ValueError, match=r"writes into 'p_weight', a parameter.*register_buffer"):
         TorchConverter().add_exported_program(program)
+
+
+def test_transformers_static_cache_export_is_refused_with_what_to_do() -> None:
+    # transformers 5.24's TorchExportableModuleWithStaticCache registers its own
+    # cache buffers, but the layers write into the cache's tensors, which the
+    # export lifts as constants: no buffer mutation is recorded, and torch's
+    # run_decompositions stops on the program with a bare AssertionError.
+    transformers = pytest.importorskip("transformers")
+    from transformers.integrations.executorch import TorchExportableModuleWithStaticCache
+
+    config = transformers.LlamaConfig(
+        vocab_size=32,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+    )
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config).eval()
+    model.generation_config = transformers.GenerationConfig(
+        use_cache=True,
+        cache_implementation="static",
+        max_length=8,
+        cache_config={"batch_size": 1, "max_cache_len": 8, "device": "cpu"},
+    )
+    wrapped = TorchExportableModuleWithStaticCache(model, batch_size=1, max_cache_len=8)
+    program = torch.export.export(
+        wrapped,
+        (),
+        {"input_ids": torch.tensor([[1, 2, 3]]), "cache_position": torch.arange(3)},
+        strict=False,
+    )
+    assert program.graph_signature.buffers_to_mutate == {}
+    with pytest.raises(ValueError, match="lifted as constants") as raised:
+        TorchConverter().add_exported_program(program)
+    message = str(raised.value)
+    assert re.search(r"node index_copy_: aten\.index_copy_\.default writes into constant", message)
+    assert "modeling_llama.py:" in message
+    assert "register_buffer" in message
