@@ -166,11 +166,16 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _launcher(name: str, grid: int, block: int, *args: Any) -> Callable[[], None]:
-    """A call of kernel ``name`` on torch's current stream; tensors are passed as CuPy views."""
+def launcher(
+    name: str, grid: int, block: int, *args: Any, module: Any = None
+) -> Callable[[], None]:
+    """A call of kernel ``name`` on torch's current stream; tensors are passed as CuPy views.
+
+    ``module``: the ``cupy.RawModule`` holding the kernel (default: ``SOURCE``'s).
+    """
     import cupy
 
-    kernel = _module().get_function(name)
+    kernel = (module or _module()).get_function(name)
     converted = tuple(cupy.asarray(a) if isinstance(a, torch.Tensor) else a for a in args)
     stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
 
@@ -188,7 +193,7 @@ def add(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor, threads: int, *, ve
     n = x.numel()
     per_thread = 4 if vec4 else 1
     grid = _ceil_div(_ceil_div(n, per_thread), threads)
-    return _launcher("add_vec4" if vec4 else "add", grid, threads, x, y, out, np.uint32(n))
+    return launcher("add_vec4" if vec4 else "add", grid, threads, x, y, out, np.uint32(n))
 
 
 def softmax(x: torch.Tensor, out: torch.Tensor, threads: int):
@@ -196,7 +201,7 @@ def softmax(x: torch.Tensor, out: torch.Tensor, threads: int):
     import numpy as np
 
     rows, dim = x.shape
-    return _launcher("softmax", rows, threads, x, out, np.uint32(dim))
+    return launcher("softmax", rows, threads, x, out, np.uint32(dim))
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor, threads: int):
@@ -204,4 +209,4 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tenso
     import numpy as np
 
     rows, dim = x.shape
-    return _launcher("rms_norm", rows, threads, x, weight, np.float32(eps), out, np.uint32(dim))
+    return launcher("rms_norm", rows, threads, x, weight, np.float32(eps), out, np.uint32(dim))
