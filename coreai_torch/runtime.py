@@ -143,5 +143,6 @@ class LoadedProgram:
         states = {name: NDArray(_to_numpy(t)) for name, t in (state or {}).items()}
         outputs = self._loop.run_until_complete(function(arrays, state=states))
         for name, array in states.items():
-            state[name].copy_(_to_torch(array.numpy()))
+            # The runtime hands a 0-d state back with shape [1].
+            state[name].copy_(_to_torch(array.numpy()).reshape(state[name].shape))
         return {name: _to_torch(value.numpy().copy()) for name, value in outputs.items()}

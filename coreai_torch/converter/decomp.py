@@ -106,7 +106,10 @@ def constant_write_error(program: ExportedProgram) -> ValueError | None:
     write (transformers' static KV cache exported through its
     ``TorchExportableModuleWithStaticCache``, transformers 5.24, stops it
     with an ``AssertionError``). The writes are found through the ops'
-    schemas (``mutation.constant_writes``).
+    schemas (``mutation.constant_writes``). That wrapper registers the cache
+    tensors as buffers, but its layers reach them through the cache object,
+    which a non-strict export does not see as the module's: exported with
+    ``strict=True`` they are buffers, and convert to state.
     """
     constants = {
         spec.arg.name: spec.target
@@ -130,7 +133,9 @@ def constant_write_error(program: ExportedProgram) -> ValueError | None:
     lines.append(
         "Register each such tensor with nn.Module.register_buffer before exporting: "
         "torch.export then records its writes as buffer mutations, which convert to Core AI "
-        "state (see add_exported_program's state_names)."
+        "state (see add_exported_program's state_names). If they are buffers already, "
+        "reached through another object (transformers' StaticCache), export with "
+        "strict=True: a non-strict export lifts such a tensor as a constant."
     )
     return ValueError("\n".join(lines))
 

@@ -131,7 +131,7 @@ def view_parent(node: fx.Node) -> fx.Node | None:
         if source.target not in _PIECES:
             return None
         parent = _self_argument(source)
-    elif mutates_input(node.target) or node.target in _UPDATES:
+    elif mutates_input(node.target) or node.target in _UPDATES or node.target in _READ_ONLY:
         parent = _self_argument(node)
     else:
         return None
@@ -141,7 +141,12 @@ def view_parent(node: fx.Node) -> fx.Node | None:
 def _may_view(node: fx.Node) -> bool:
     """Whether ``view_parent`` can find a parent for ``node``: false for most calls."""
     target = node.target
-    return target is operator.getitem or mutates_input(target) or target in _UPDATES
+    return (
+        target is operator.getitem
+        or mutates_input(target)
+        or target in _UPDATES
+        or target in _READ_ONLY
+    )
 
 
 def memory_root(node: fx.Node) -> fx.Node:
@@ -263,6 +268,11 @@ _UPDATES: dict[Any, ViewUpdate] = {
     aten.select.int: _selected_back,
 }
 _PIECES = (aten.split.Tensor, aten.split_with_sizes.default, aten.chunk.default, aten.unbind.int)
+# Views that are read but never written through: a write into their memory
+# makes them stale (they are computed again from their parent, like any
+# view), a write through one is refused (``unsupported_mutations``).
+# transformers' repeat_kv expands a KV cache that the same step writes.
+_READ_ONLY = frozenset({aten.expand.default})
 
 
 def _update_of(view: fx.Node) -> ViewUpdate | None:
@@ -291,6 +301,9 @@ def unsupported_mutations(
             problems.append((node, f"{node.target} has no out-of-place lowering"))
         elif view_parent(node) is not target:
             problems.append((node, f"{node.target} does not write into its `self` argument"))
+        elif (view := _read_only_on_the_way(target)) is not None:
+            reason = f"writes through a view made by {view.target}, which cannot be written through"
+            problems.append((node, reason))
         else:
             written.add(storage(target))
     if not written:
@@ -360,6 +373,15 @@ def _returns_alias(target: Any) -> bool:
 
 
 _RETURNS_ALIAS: dict[int, tuple[Any, bool]] = {}
+
+
+def _read_only_on_the_way(node: fx.Node) -> fx.Node | None:
+    """The first read-only view (``_READ_ONLY``) from ``node`` up to its memory's root, if any."""
+    while (parent := view_parent(node)) is not None:
+        if node.target in _READ_ONLY:
+            return node
+        node = parent
+    return None
 
 
 def _allocates(target: Any) -> bool:

@@ -83,6 +83,15 @@ def _through_reshape_and_contiguous(x: torch.Tensor) -> torch.Tensor:
     return y + z[0, 0]
 
 
+def _stale_expanded_view(x: torch.Tensor) -> torch.Tensor:
+    # transformers' repeat_kv: a cache read through an expand view. Taken
+    # before the write, the view sees it (it is computed again).
+    cache = x[:, :1] * 1
+    wide = cache[:, None, :].expand(4, 3, 1)
+    cache.add_(1)
+    return wide.reshape(4, 3) * 2
+
+
 def _aliases(x: torch.Tensor) -> torch.Tensor:
     y = torch.multiply(x, 3).subtract(1)
     y.multiply_(torch.clip(x, -0.5, 0.5))  # in place: the alias's out-of-place twin
@@ -100,6 +109,7 @@ def _aliases(x: torch.Tensor) -> torch.Tensor:
         _split_piece_and_unbind,
         _index_put,
         _through_reshape_and_contiguous,
+        _stale_expanded_view,
     ],
 )
 def test_in_place_ops_are_lowered_without_decomposition(function) -> None:
@@ -114,6 +124,24 @@ def _write_through_strided_view(x: torch.Tensor) -> torch.Tensor:
     y = x * 1
     y.as_strided((3,), (7,)).add_(1)  # the diagonal, through strides
     return y
+
+
+def _write_through_expanded_view(x: torch.Tensor) -> torch.Tensor:
+    y = x * 1
+    y.expand(4, 6).mul_(0.5)  # to its own shape: each element once, so eager allows it
+    return y
+
+
+def test_a_write_through_an_expanded_view_decomposes_the_program() -> None:
+    # An expand view is read like any view (_stale_expanded_view), never written through.
+    module, x = Lambda(_write_through_expanded_view), _x(4, 6)
+    reasons = unsupported_mutations(
+        torch.export.export(module, (x,)).graph, lambda target: is_lowerable(target, {})
+    )
+    expected = "writes through a view made by aten.expand.default, which cannot be written through"
+    assert [reason for _, reason in reasons] == [expected]
+    assert not _kept_raw(module, x)
+    assert_converted_matches(module, [x], **EXACT)  # decomposed, it converts
 
 
 def test_a_mutation_that_cannot_be_followed_decomposes_the_program() -> None:

@@ -20,7 +20,8 @@ from torch import nn
 
 from coreai_torch import MetalParameter, TorchMetalKernel
 from coreai_torch.converter import TorchConverter, get_decomp_table
-from coreai_torch.converter.decomp import decompose
+from coreai_torch.converter.decomp import decompose, prepare
+from coreai_torch.converter.graph_lowering import is_lowerable
 from coreai_torch.runtime import LoadedProgram
 
 TOLERANCE = {"rtol": 1e-4, "atol": 1e-4}
@@ -274,16 +275,13 @@ def test_a_written_parameter_is_refused_with_what_to_do() -> None:
         TorchConverter().add_exported_program(program)
 
 
-def test_transformers_static_cache_export_is_refused_with_what_to_do() -> None:
-    # transformers 5.24's TorchExportableModuleWithStaticCache registers its own
-    # cache buffers, but the layers write into the cache's tensors, which the
-    # export lifts as constants: no buffer mutation is recorded, and torch's
-    # run_decompositions stops on the program with a bare AssertionError.
+def _static_cache_llama() -> nn.Module:
+    """transformers' static-cache wrapper of a one-layer Llama (transformers 5.24)."""
     transformers = pytest.importorskip("transformers")
     from transformers.integrations.executorch import TorchExportableModuleWithStaticCache
 
     config = transformers.LlamaConfig(
-        vocab_size=32,
+        vocab_size=VOCAB,
         hidden_size=16,
         intermediate_size=32,
         num_hidden_layers=1,
@@ -295,20 +293,65 @@ def test_transformers_static_cache_export_is_refused_with_what_to_do() -> None:
     model.generation_config = transformers.GenerationConfig(
         use_cache=True,
         cache_implementation="static",
-        max_length=8,
-        cache_config={"batch_size": 1, "max_cache_len": 8, "device": "cpu"},
+        max_length=MAX_LEN,
+        cache_config={"batch_size": 1, "max_cache_len": MAX_LEN, "device": "cpu"},
     )
-    wrapped = TorchExportableModuleWithStaticCache(model, batch_size=1, max_cache_len=8)
-    program = torch.export.export(
-        wrapped,
-        (),
-        {"input_ids": torch.tensor([[1, 2, 3]]), "cache_position": torch.arange(3)},
-        strict=False,
-    )
+    return TorchExportableModuleWithStaticCache(model, batch_size=1, max_cache_len=MAX_LEN)
+
+
+def _export_static_cache(wrapped: nn.Module, length: int, strict: bool) -> object:
+    kwargs = {
+        "input_ids": torch.zeros(1, length, dtype=torch.long),
+        "cache_position": torch.arange(length),
+    }
+    return torch.export.export(wrapped, (), kwargs, strict=strict)
+
+
+def test_transformers_static_cache_non_strict_export_is_refused_with_what_to_do() -> None:
+    # The wrapper registers the cache tensors as buffers, but the layers reach
+    # them through the cache object: a non-strict export lifts them as
+    # constants, records no buffer mutation, and torch's run_decompositions
+    # stops on the program with a bare AssertionError.
+    program = _export_static_cache(_static_cache_llama(), 3, strict=False)
     assert program.graph_signature.buffers_to_mutate == {}
     with pytest.raises(ValueError, match="lifted as constants") as raised:
         TorchConverter().add_exported_program(program)
     message = str(raised.value)
     assert re.search(r"node index_copy_: aten\.index_copy_\.default writes into constant", message)
     assert "modeling_llama.py:" in message
-    assert "register_buffer" in message
+    assert "register_buffer" in message and "strict=True" in message
+
+
+def test_transformers_static_cache_strict_export_decodes_with_its_cache_as_state() -> None:
+    wrapped = _static_cache_llama()
+    eager = copy.deepcopy(wrapped)
+    exports = {
+        "prefill": _export_static_cache(wrapped, PROMPT, strict=True),
+        "decode": _export_static_cache(wrapped, 1, strict=True),
+    }
+    for program in exports.values():
+        # Lowered as exported: repeat_kv reads the cache, after the step's
+        # write, through an expand view.
+        assert prepare(program, lambda target: is_lowerable(target, {})) is program
+    converter = TorchConverter()
+    for entry, program in exports.items():
+        converter.add_exported_program(program, entrypoint_name=entry, output_names=["logits"])
+    program = converter.to_coreai()
+    text = str(program)
+    specs = {s.arg.name: s.target for s in exports["prefill"].graph_signature.input_specs}
+    names = sorted(set(re.findall(r'MutableBuffers.buffer_mutation = "([^"]+)"', text)))
+    # The wrapper's buffers: the layer's keys, values and filled length (0-d).
+    assert [specs[n] for n in names] == ["cumulative_length_0", "key_cache_0", "value_cache_0"]
+    buffers = {**exports["prefill"].state_dict, **exports["prefill"].constants}
+    state = {n: torch.zeros_like(buffers[specs[n]]) for n in names}
+    torch.manual_seed(1)
+    tokens = torch.randint(0, VOCAB, (1, PROMPT))
+    with LoadedProgram(program) as loaded, torch.no_grad():
+        positions = torch.arange(PROMPT)
+        for step in range(3):
+            inputs = {"input_ids": tokens, "cache_position": positions}
+            got = loaded.run(inputs, "prefill" if step == 0 else "decode", state)["logits"]
+            want = eager(**inputs)
+            torch.testing.assert_close(got, want, **TOLERANCE)
+            tokens = want[:, -1:].argmax(-1)
+            positions = positions[-1:] + 1
