@@ -17,6 +17,10 @@ Targets:
   decoder, its KV cache as Core AI state): converting the raw exports of its
   prefill and decode entry points into one program takes at most 0.05 times
   as long as exporting them.
+- For transformers' static-cache wrapper of the tiny Llama
+  (``TorchExportableModuleWithStaticCache``, exported with ``strict=True``
+  so that its cache is state): conversion against export, without a
+  target (see ``static_cache_rows``).
 - For the tiny Llama compressed by coreai-opt (int4 weights per block of 32,
   finalized for Core AI): converting its raw export takes at most 1.5 times
   as long as converting the float model's raw export.
@@ -179,6 +183,59 @@ def state_rows(smoke: bool) -> list[dict[str, Any]]:
     ]
 
 
+def static_cache_rows(smoke: bool) -> list[dict[str, Any]]:
+    """transformers' static-cache wrapper of the tiny Llama: export and conversion times.
+
+    Exported with ``strict=True``, the way its cache converts to Core AI
+    state (README, "Compared with Apple's coreai-torch 0.4.3"). No target: a
+    strict export takes about four times as long as a non-strict one, so the
+    ratio is not comparable with the stateful decoder's row, which carries
+    the target.
+    """
+    from transformers import GenerationConfig
+    from transformers.integrations.executorch import TorchExportableModuleWithStaticCache
+
+    model = tiny_llama().model
+    model.generation_config = GenerationConfig(use_cache=True, cache_implementation="static")
+    wrapped = TorchExportableModuleWithStaticCache(model, batch_size=1, max_cache_len=2 * SEQUENCE)
+    plan = Plan(warmup=1, reps=1 if smoke else 5, calls=1)
+
+    def export() -> dict[str, torch.export.ExportedProgram]:
+        programs = {}
+        for name, n in (("prefill", SEQUENCE), ("decode", 1)):
+            inputs = {
+                "input_ids": torch.zeros(1, n, dtype=torch.long),
+                "cache_position": torch.arange(n),
+            }
+            programs[name] = torch.export.export(wrapped, (), inputs, strict=True)
+        return programs
+
+    def convert() -> None:
+        from coreai_torch import TorchConverter
+
+        converter = TorchConverter()
+        for name, program in programs.items():
+            converter.add_exported_program(program, entrypoint_name=name)
+        converter.to_coreai()
+
+    with warnings.catch_warnings():
+        # dynamo's note about transformers' output-capturing global, on every export.
+        warnings.simplefilter("ignore", UserWarning)
+        programs = export()
+        exporting, converting = measure_interleaved([export, convert], plan)
+    return [
+        row(
+            "conversion.static_cache_llama",
+            f"Convert transformers' static-cache {LAYERS}-layer tiny Llama (strict export, "
+            "cache as state, prefill + decode) / torch.export time, s",
+            converting.median,
+            baseline=exporting.median,
+            ours_best=converting.best,
+            baseline_best=exporting.best,
+        )
+    ]
+
+
 def compression_rows(smoke: bool) -> list[dict[str, Any]]:
     """Conversion of the tiny Llama with coreai-opt's int4 weights against the float one."""
     import warnings as _warnings
@@ -296,6 +353,7 @@ def run(smoke: bool) -> list[dict[str, Any]]:
         zoo_rows(family_times(smoke))
         + llama_rows(smoke)
         + state_rows(smoke)
+        + static_cache_rows(smoke)
         + compression_rows(smoke)
         + weight_rows(smoke)
     )

@@ -61,6 +61,7 @@ EXPECTED_KEYS = {
         "conversion.llama4_decompose_only",
         "conversion.llama4_int4",
         "conversion.stateful_decoder",
+        "conversion.static_cache_llama",
         "conversion.weights_scaling",
     },
     # Without a GPU these modules run and have no rows (tests/cuda and
