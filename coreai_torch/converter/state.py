@@ -20,8 +20,9 @@ Where the new value comes from depends on the form of the program:
   ``mutation.py`` lowers them as values, and the state's new value is the
   placeholder's last version.
 
-Names follow Apple's converter: a state is named after its placeholder
-(``b_cache`` for a buffer ``cache``, ``y`` for an input ``y``) unless
+Names follow Apple's converter: a state is named after its placeholder, as
+torch names it in a decomposed program (``b_cache`` for a buffer ``cache``,
+``y`` for an input ``y``; ``default_name``) unless
 ``state_names`` gives one name per state, in placeholder order (buffers first,
 then mutated inputs). State outputs come before the program's outputs, named
 as their states.
@@ -29,6 +30,7 @@ as their states.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -96,13 +98,32 @@ def is_state_output(program: ExportedProgram, index: int) -> bool:
     return program.graph_signature.output_specs[index].kind in _MUTATION_OUTPUTS
 
 
+def default_name(state: State) -> str:
+    """A state's name when ``state_names`` gives none: its placeholder's, as torch names it.
+
+    torch names a buffer's placeholder ``b_<buffer>`` (lowercased, every other
+    character than a letter or digit made ``_``) in a non-strict export and in
+    ``run_decompositions``, the programs Apple's converter takes. A strict
+    export names it after the path dynamo found the tensor by
+    (``b_static_cache_layers_0_keys`` for transformers' ``key_cache_0``): the
+    buffer's own name gives the same state name as the decomposed program.
+    A name that another placeholder of the graph already has keeps the
+    placeholder's.
+    """
+    node = state.placeholder
+    if state.source == node.name:
+        return node.name  # a mutated input: its name
+    name = "b_" + re.sub(r"[^a-zA-Z0-9]", "_", state.source.lower())
+    taken = {n.name for n in node.graph.nodes if n.op == "placeholder" and n is not node}
+    return node.name if name in taken else name
+
+
 def state_names(
     states: Sequence[State], given: Sequence[str] | None, entrypoint_name: str
 ) -> list[str]:
     """``given`` checked against the program's states, or the default names."""
-    default = [state.placeholder.name for state in states]
     if not given:
-        return default
+        return [default_name(state) for state in states]
     given = list(given)
     if len(given) != len(states):
         described = [f"{s.placeholder.name} ({s.source})" for s in states] or "none"

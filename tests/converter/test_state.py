@@ -338,12 +338,14 @@ def test_transformers_static_cache_strict_export_decodes_with_its_cache_as_state
         converter.add_exported_program(program, entrypoint_name=entry, output_names=["logits"])
     program = converter.to_coreai()
     text = str(program)
-    specs = {s.arg.name: s.target for s in exports["prefill"].graph_signature.input_specs}
     names = sorted(set(re.findall(r'MutableBuffers.buffer_mutation = "([^"]+)"', text)))
-    # The wrapper's buffers: the layer's keys, values and filled length (0-d).
-    assert [specs[n] for n in names] == ["cumulative_length_0", "key_cache_0", "value_cache_0"]
+    # The wrapper's buffers (the layer's keys, values and filled length, 0-d),
+    # named as in the decomposed program, not after dynamo's path to them.
+    assert names == ["b_cumulative_length_0", "b_key_cache_0", "b_value_cache_0"]
+    decomposed = decompose(exports["decode"]).graph_signature.buffers_to_mutate.values()
+    assert sorted("b_" + buffer for buffer in decomposed) == names
     buffers = {**exports["prefill"].state_dict, **exports["prefill"].constants}
-    state = {n: torch.zeros_like(buffers[specs[n]]) for n in names}
+    state = {n: torch.zeros_like(buffers[n.removeprefix("b_")]) for n in names}
     torch.manual_seed(1)
     tokens = torch.randint(0, VOCAB, (1, PROMPT))
     with LoadedProgram(program) as loaded, torch.no_grad():
