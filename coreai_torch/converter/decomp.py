@@ -62,16 +62,14 @@ def prepare(program: ExportedProgram, is_lowerable: Callable[[Any], bool]) -> Ex
     except Exception as exc:
         error = constant_write_error(program)
         if error is None:
-            lines = ["the program cannot be lowered as torch.export wrote it:"]
-            lines += ["  " + _at(node, why) for node, why in reasons[:_SHOWN]]
-            if len(reasons) > _SHOWN:
-                lines.append(f"  and {len(reasons) - _SHOWN} more")
-            lines.append(
+            lines = [
+                "the program cannot be lowered as torch.export wrote it:",
+                *_listed(reasons),
                 "and torch's run_decompositions, which the converter then uses to rewrite it "
                 f"into ops it lowers, failed: {type(exc).__name__}: {exc}. Change the model code "
                 "at the lines above, or register a lowering for the op with "
-                "converter.register_torch_lowering."
-            )
+                "converter.register_torch_lowering.",
+            ]
             error = RuntimeError("\n".join(lines))
         raise error from exc
 
@@ -124,12 +122,7 @@ def constant_write_error(program: ExportedProgram) -> ValueError | None:
         "constants: the model holds them as plain attributes, not buffers, so the writes are "
         "no state of the program, and torch's run_decompositions refuses it:"
     ]
-    lines += [
-        "  " + _at(node, f"{node.target} writes into constant {name!r}")
-        for node, name in writes[:_SHOWN]
-    ]
-    if len(writes) > _SHOWN:
-        lines.append(f"  and {len(writes) - _SHOWN} more")
+    lines += _listed([(n, f"{n.target} writes into constant {name!r}") for n, name in writes])
     lines.append(
         "Register each such tensor with nn.Module.register_buffer before exporting: "
         "torch.export then records its writes as buffer mutations, which convert to Core AI "
@@ -140,9 +133,15 @@ def constant_write_error(program: ExportedProgram) -> ValueError | None:
     return ValueError("\n".join(lines))
 
 
-def _at(node: fx.Node, what: str) -> str:
-    where = source_line(node)
-    return f"node {node.name}: {what} ({where or 'no source line recorded'})"
+def _listed(items: list[tuple[fx.Node, str]]) -> list[str]:
+    """One message line per node (the first ``_SHOWN``) with its source line, then how many more."""
+    lines = []
+    for node, what in items[:_SHOWN]:
+        where = source_line(node) or "no source line recorded"
+        lines.append(f"  node {node.name}: {what} ({where})")
+    if len(items) > _SHOWN:
+        lines.append(f"  and {len(items) - _SHOWN} more")
+    return lines
 
 
 def decompose(program: ExportedProgram) -> ExportedProgram:

@@ -131,7 +131,7 @@ def view_parent(node: fx.Node) -> fx.Node | None:
         if source.target not in _PIECES:
             return None
         parent = _self_argument(source)
-    elif mutates_input(node.target) or node.target in _UPDATES or node.target in _READ_ONLY:
+    elif mutates_input(node.target) or node.target in _VIEWS:
         parent = _self_argument(node)
     else:
         return None
@@ -141,12 +141,7 @@ def view_parent(node: fx.Node) -> fx.Node | None:
 def _may_view(node: fx.Node) -> bool:
     """Whether ``view_parent`` can find a parent for ``node``: false for most calls."""
     target = node.target
-    return (
-        target is operator.getitem
-        or mutates_input(target)
-        or target in _UPDATES
-        or target in _READ_ONLY
-    )
+    return target is operator.getitem or mutates_input(target) or target in _VIEWS
 
 
 def memory_root(node: fx.Node) -> fx.Node:
@@ -273,6 +268,8 @@ _PIECES = (aten.split.Tensor, aten.split_with_sizes.default, aten.chunk.default,
 # view), a write through one is refused (``unsupported_mutations``).
 # transformers' repeat_kv expands a KV cache that the same step writes.
 _READ_ONLY = frozenset({aten.expand.default})
+# Every view op view_parent follows: one lookup (an OpOverload's hash runs Python code).
+_VIEWS = frozenset(_UPDATES) | _READ_ONLY
 
 
 def _update_of(view: fx.Node) -> ViewUpdate | None:
