@@ -31,13 +31,15 @@ times of back-to-back calls with one synchronisation per repetition.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import platform
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -273,6 +275,19 @@ def row_kernel_rows(rows: int, dim: int, threads: int, plan: Plan) -> list[dict[
     rms_tolerance = {"rtol": 2e-3, "atol": 2e-3}
     torch.testing.assert_close(softmax(), torch_softmax(), **softmax_tolerance)
     torch.testing.assert_close(rms_norm(), torch_rms_norm(), **rms_tolerance)
+    # Above 256 threads per row the kernels run in the steps form (several
+    # Metal threads per CUDA thread, docs/cuda.md): measured against
+    # themselves at one Metal thread per CUDA thread too.
+    singles: dict[str, Callable[[], Any] | None] = {"softmax": None, "rms_norm": None}
+    if threads > 256:
+        single_softmax, single_rms_norm = one_metal_thread_per_cuda_thread(
+            kernels.softmax, kernels.rms_norm
+        )
+        singles["softmax"] = lambda: single_softmax(x, **call)
+        singles["rms_norm"] = lambda: single_rms_norm(x, weight, 1e-6, **call)
+        with steps_off():
+            torch.testing.assert_close(singles["softmax"](), softmax(), rtol=0, atol=0)
+            torch.testing.assert_close(singles["rms_norm"](), rms_norm(), rtol=0, atol=0)
     natives: dict[str, Callable[[], Any] | None] = {"softmax": None, "rms_norm": None}
     if native_cuda.available():
         out = torch.empty_like(x)
@@ -290,7 +305,9 @@ def row_kernel_rows(rows: int, dim: int, threads: int, plan: Plan) -> list[dict[
         ("cuda.rms_norm", "RMSNorm", rms_norm, torch_rms_norm, "F.rms_norm"),
     ):
         native = natives["softmax" if key == "cuda.softmax" else "rms_norm"]
-        timings = gpu_interleaved([ours_fn, base_fn] + ([native] if native else []), plan)
+        single = singles["softmax" if key == "cuda.softmax" else "rms_norm"]
+        contenders = [ours_fn, base_fn] + [f for f in (native, single) if f is not None]
+        timings = gpu_interleaved(contenders, plan)
         out_rows += _bandwidth_rows(
             key + suffix,
             f"CUDA: {name} (Metal, MLX style) {rows}x{dim} fp16, {threads} threads per row",
@@ -302,7 +319,50 @@ def row_kernel_rows(rows: int, dim: int, threads: int, plan: Plan) -> list[dict[
             ROW_TARGET,
             None,
         )
+        if single is not None:
+            out_rows.append(
+                row(
+                    key + suffix + "_vs_one_step",
+                    f"CUDA: {name} (Metal, MLX style) {rows}x{dim} fp16, {threads} threads per "
+                    "row, GB/s (vs the same kernel at one Metal thread per CUDA thread)",
+                    gb / timings[0].median,
+                    baseline=gb / timings[-1].median,
+                    ours_best=gb / timings[0].best,
+                    baseline_best=gb / timings[-1].best,
+                )
+            )
     return out_rows
+
+
+@contextlib.contextmanager
+def steps_off() -> Iterator[None]:
+    """COREAI_TORCH_CUDA_STEPS=0 inside: kernels first launched there keep one
+    Metal thread per CUDA thread."""
+    before = os.environ.get("COREAI_TORCH_CUDA_STEPS")
+    os.environ["COREAI_TORCH_CUDA_STEPS"] = "0"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["COREAI_TORCH_CUDA_STEPS"]
+        else:
+            os.environ["COREAI_TORCH_CUDA_STEPS"] = before
+
+
+def one_metal_thread_per_cuda_thread(*kernels_: TorchMetalKernel) -> list[TorchMetalKernel]:
+    """Copies of the kernels under names of their own, to be first launched
+    under ``steps_off()``."""
+    return [
+        TorchMetalKernel(
+            k.name + "_one_step",
+            k.input_names,
+            k.result_names,
+            src=k.src,
+            torch_defn=k.torch_defn,
+            metal_params=k.metal_params,
+        )
+        for k in kernels_
+    ]
 
 
 class Gemm(NamedTuple):

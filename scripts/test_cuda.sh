@@ -82,6 +82,7 @@ print(k(x, x, **c), k(x.cuda(), x.cuda(), **c))" || exit 1
         "${xdist[@]}" tests/msl &
       msl=$!
       run backend 400 "$py" -m pytest -q -rs -p no:cacheprovider tests/cuda/test_cuda_backend.py \
+        tests/cuda/test_steps_form.py \
         tests/cuda/test_cuda_devices.py &
       backend=$!
       run suite 400 env COREAI_TORCH_TEST_DEVICE=cuda "$py" -m pytest -q -rs -p no:cacheprovider \

@@ -62,16 +62,55 @@ bool env_flag(const char* name, bool fallback) {
   return std::string_view(v) != "0";
 }
 
+// Which backend the form is written for. Cuda: the steps form of the CUDA
+// backend (group_form.h, cuda_steps_form): the same regions and slots, but
+// each CUDA thread runs ::coreai_steps Metal threads of a region in turn,
+// SIMD-group functions stay the warp's, and barriers stay barriers.
+enum class Backend { Cpu, Cuda };
+
 class Emitter {
  public:
-  explicit Emitter(const Analysis& a)
-      : a_(a), s_(a.source), t_(a.tokens), kf_(a.kernel),
+  Emitter(const Analysis& a, Backend backend)
+      : a_(a), s_(a.source), t_(a.tokens), kf_(a.kernel), cuda_(backend == Backend::Cuda),
         storage_(a.variables.size(), Storage::Local) {
     find_line_directives();
   }
 
   bool emit(std::string& rendering, std::string& summary);
   const std::string& failure() const { return failure_; }
+
+ private:
+  bool emit_cuda(std::string& rendering, std::string& summary);
+
+  // The rendering with the kernel function rewritten to run `body`: `head`
+  // (the declaration up to its parameter list), the buffers, then the group
+  // instead of the attributes; the rendering's preamble, `setup`, and the
+  // attributes the same for the whole group, read at thread `first`.
+  std::string taking_the_group(const std::string& head, const std::string& setup,
+                               const std::string& first, const std::string& body) const {
+    std::string f(s_.substr(0, t_[kf_.start].begin));
+    f += line_marker(t_[kf_.start].begin) + head;
+    for (const KernelParameter& p : kf_.params) {
+      if (!p.attribute.empty()) continue;
+      f += std::string(s_.substr(t_[p.first].begin, t_[p.last - 1].end - t_[p.first].begin)) +
+           ", ";
+    }
+    f += "const ::coreai_cpu_group& coreai_g) {";
+    f += line_marker(t_[kf_.body_open].end);
+    f += std::string(
+        s_.substr(t_[kf_.body_open].end, t_[kf_.user_first].begin - t_[kf_.body_open].end));
+    f += setup;
+    for (const KernelParameter& p : kf_.params) {
+      if (!p.attribute.empty() &&
+          group_form::attribute_uniformity(p.attribute) == Uniformity::Group) {
+        f += " const " + p.type + " " + p.name + " = ::coreai::attr_" + p.attribute +
+             "(coreai_g, " + first + ");";
+      }
+    }
+    f += "\n{" + body + "\n}\n}\n";
+    f += std::string(s_.substr(t_[kf_.body_close].end));
+    return f;
+  }
 
  private:
   // ---- text ----------------------------------------------------------------
@@ -211,7 +250,7 @@ class Emitter {
   std::string slot_of_thread(int v) const {
     switch (storage_[static_cast<size_t>(v)]) {
       case Storage::Threads:
-        return slot_name(v) + "[coreai_t]";
+        return slot_name(v) + (cuda_ ? "[coreai_k]" : "[coreai_t]");
       case Storage::Lanes:
         return slot_name(v) + "[coreai_lane]";
       case Storage::SgSlots:
@@ -226,6 +265,8 @@ class Emitter {
   std::string slot_of_first(int v) const {
     switch (storage_[static_cast<size_t>(v)]) {
       case Storage::Threads:
+        // CUDA: no thread returns (cuda_steps_form), so step 0 runs.
+        if (cuda_) return slot_name(v) + "[0]";
         return in_simd_ ? slot_name(v) + "[coreai_f.first(coreai_sg)]"
                         : slot_name(v) + "[coreai_f.first()]";
       case Storage::Lanes:
@@ -312,9 +353,10 @@ class Emitter {
   // `T coreai_lanes_x[1024][dims]` (or [32], or the matrix slots).
   std::string slots_declaration(int v) const {
     const Declarator& dc = declarator(v);
-    const std::string count = storage_[static_cast<size_t>(v)] == Storage::Threads
-                                  ? "[::coreai::group::kMaxThreads]"
-                                  : "[::coreai::group::kSimdWidth]";
+    const std::string count = storage_[static_cast<size_t>(v)] != Storage::Threads
+                                  ? "[::coreai::group::kSimdWidth]"
+                              : cuda_ ? "[::coreai_steps]"
+                                      : "[::coreai::group::kMaxThreads]";
     const std::string dims = copy(dc.dims_first, dc.dims_last);
     if (var(v).declaration.is_auto) {
       return "::coreai::group::slot_t<decltype((" + typing_text(dc.init_tokens) + "))> " +
@@ -490,13 +532,14 @@ class Emitter {
 
   Kind classify(const Statement& st, bool simd) const {
     if (st.kind == StatementKind::Simple) {
-      if (whole_call(st, Sync::SimdBarrier)) return Kind::SimdBarrier;
+      // CUDA: SIMD-group functions and barriers are the warp's, in a thread's code.
+      if (whole_call(st, Sync::SimdBarrier)) return cuda_ ? Kind::Run : Kind::SimdBarrier;
       if (declares_type(s_, t_, st)) return Kind::Hoist;
       const std::vector<int> declared = declared_in(st);
       if (!declared.empty()) {
         if (var(declared[0]).matrix) return Kind::Matrix;
         if (var(declared[0]).threadgroup) return Kind::Hoist;
-        if (has_simd_value(st)) return Kind::SimdValue;
+        if (has_simd_value(st) && !cuda_) return Kind::SimdValue;
         if (std::all_of(declared.begin(), declared.end(), [&](int v) {
               return storage_[static_cast<size_t>(v)] == Storage::Single;
             })) {
@@ -504,7 +547,7 @@ class Emitter {
         }
         return Kind::Run;
       }
-      if (has_simd_value(st)) return Kind::SimdValue;
+      if (has_simd_value(st) && !cuda_) return Kind::SimdValue;
       if (simd && has_matrix_call(st)) return Kind::Matrix;
       if (single_assignment(st)) return Kind::Assign;
       return Kind::Run;
@@ -759,7 +802,15 @@ class Emitter {
     const std::string alive =
         a_.can_return || kills_ ? "if (!coreai_f.alive(coreai_t)) continue; " : "";
     std::string head;
-    if (in_simd_) {
+    if (cuda_) {
+      // Step k runs Metal thread k * blockDim + c on CUDA thread c: Metal's
+      // SIMD-group t / 32 is the warp of c, so SIMD-group functions in the
+      // pieces are the warp's. Unrolled: slots indexed by k stay registers.
+      head = "\n_Pragma(\"unroll\") for (uint32_t coreai_k = 0; coreai_k < ::coreai_steps; "
+             "++coreai_k) { const uint32_t coreai_t = coreai_k * coreai_b + coreai_c; "
+             "const ::coreai_cpu_thread coreai_th = ::coreai::target::thread_at(coreai_g, "
+             "coreai_t); ";
+    } else if (in_simd_) {
       head = "\nfor (uint32_t coreai_lane = 0; coreai_lane < coreai_f.lanes(coreai_sg); "
              "++coreai_lane) { const uint32_t coreai_t = coreai_sg * 32 + coreai_lane; " + alive +
              "const ::coreai_cpu_thread coreai_th = coreai_f.thread_at(coreai_t); ";
@@ -772,7 +823,8 @@ class Emitter {
           "const ::coreai_cpu_thread coreai_th{{coreai_x, coreai_y, coreai_z}, coreai_t}; ";
     }
     const std::string prologue = loop_prologue(pieces, segment_first);
-    const size_t branch = returns ? pieces.size() : branch_of_every_thread(pieces);
+    // (The CPU's vectorizer needs the branch every thread takes; the GPU does not.)
+    const size_t branch = returns || cuda_ ? pieces.size() : branch_of_every_thread(pieces);
     const bool versioned = branch < pieces.size();
     if (versioned) {
       // The condition for every running thread first; then the branch they
@@ -906,6 +958,7 @@ class Emitter {
   std::string_view s_;
   const std::vector<Token>& t_;
   const KernelFunction& kf_;
+  const bool cuda_;
   struct Directive {
     size_t start;
     int line;
@@ -934,7 +987,12 @@ bool Emitter::group_list(const Statement* list, size_t count, size_t after, bool
     const size_t end = end_of(list, count, item.end - 1, after);
     if (item.structural) {
       const Statement& st = list[item.begin];
-      if (whole_call(st, Sync::Barrier)) continue;  // the end of a region: nothing to run
+      if (whole_call(st, Sync::Barrier)) {
+        // The end of a region: on the CPU nothing to run, on the GPU the
+        // barrier between the CUDA threads.
+        if (cuda_) out_ += placed(st.first, st.last);
+        continue;
+      }
       if (top && n + 1 == items.size() && item.begin + 1 == count &&
           st.kind == StatementKind::If && a_.uniformity(st.head[0]) < Uniformity::Group) {
         if (!terminal_if(st)) return false;
@@ -943,8 +1001,9 @@ bool Emitter::group_list(const Statement* list, size_t count, size_t after, bool
       if (!structural(st, false)) return false;
       continue;
     }
-    const bool ok = item.simd ? simd_region(list + item.begin, item.end - item.begin, end)
-                              : group_region(list + item.begin, item.end - item.begin, end);
+    const bool ok = item.simd && !cuda_
+                        ? simd_region(list + item.begin, item.end - item.begin, end)
+                        : group_region(list + item.begin, item.end - item.begin, end);
     if (!ok) return false;
   }
   return true;
@@ -1125,6 +1184,7 @@ bool Emitter::interchange(const Statement& st, bool simd) {
 // waits at a barrier only for threads still running); the others go on
 // through the branch, region by region.
 bool Emitter::terminal_if(const Statement& st) {
+  if (cuda_) return fail(st.first, "threads leave the threadgroup at an if around barriers");
   if (st.has_else && (a_.has_barrier(st.body[1]) || a_.has_simd(st.body[1]))) {
     return fail(st.first, "barriers in both branches of an if whose condition differs between "
                           "threads");
@@ -1455,6 +1515,7 @@ bool Emitter::matrix_statement(const Statement& st) {
 
 bool Emitter::emit(std::string& rendering, std::string& summary) {
   kills_ = false;
+  if (cuda_) return emit_cuda(rendering, summary);
   // Edits everywhere in the body: the group form's simdgroup matrices.
   for (size_t k = kf_.user_first; k < kf_.user_last; ++k) {
     const std::string_view w = text(s_, t_[k]);
@@ -1483,33 +1544,14 @@ bool Emitter::emit(std::string& rendering, std::string& summary) {
   if (!group_list(a_.body.data(), a_.body.size(), kf_.user_last, true)) return false;
   const std::string body = std::move(out_);
 
-  // The function: the buffers, then the group, instead of the attributes.
-  std::string f(s_.substr(0, t_[kf_.start].begin));
-  f += line_marker(t_[kf_.start].begin);
   // Inlined into the entry shim's copies of the group loop (AVX2, AVX-512).
-  f += std::string(s_.substr(t_[kf_.start].begin, t_[kf_.start + 4].end - t_[kf_.start].begin)) +
-       " [[gnu::always_inline]] inline " +
-       std::string(s_.substr(t_[kf_.start + 5].begin,
-                             t_[kf_.open_paren].end - t_[kf_.start + 5].begin));
-  for (const KernelParameter& p : kf_.params) {
-    if (!p.attribute.empty()) continue;
-    f += std::string(s_.substr(t_[p.first].begin, t_[p.last - 1].end - t_[p.first].begin)) + ", ";
-  }
-  f += "const ::coreai_cpu_group& coreai_g) {";
-  f += line_marker(t_[kf_.body_open].end);
-  f += std::string(
-      s_.substr(t_[kf_.body_open].end, t_[kf_.user_first].begin - t_[kf_.body_open].end));
-  f += "\n::coreai::group::frame coreai_f(coreai_g);";
-  for (const KernelParameter& p : kf_.params) {
-    if (!p.attribute.empty() &&
-        group_form::attribute_uniformity(p.attribute) == Uniformity::Group) {
-      f += " const " + p.type + " " + p.name + " = ::coreai::attr_" + p.attribute +
-           "(coreai_g, coreai_f.thread_at(0));";
-    }
-  }
-  f += "\n{" + body + "\n}\n}\n";
-  f += std::string(s_.substr(t_[kf_.body_close].end));
-  rendering = std::move(f);
+  const std::string head =
+      std::string(s_.substr(t_[kf_.start].begin, t_[kf_.start + 4].end - t_[kf_.start].begin)) +
+      " [[gnu::always_inline]] inline " +
+      std::string(s_.substr(t_[kf_.start + 5].begin,
+                            t_[kf_.open_paren].end - t_[kf_.start + 5].begin));
+  rendering = taking_the_group(head, "\n::coreai::group::frame coreai_f(coreai_g);",
+                               "coreai_f.thread_at(0)", body);
 
   int slots = 0;
   for (Storage st : storage_) slots += st == Storage::Threads || st == Storage::Lanes;
@@ -1521,6 +1563,36 @@ bool Emitter::emit(std::string& rendering, std::string& summary) {
             " loops of a uniform trip count with the threads innermost, " +
             std::to_string(versioned_) + " loops also run without an if every thread takes, " +
             std::to_string(slots) + " values kept per thread across regions";
+  return true;
+}
+
+// The steps form: the kernel keeps its name and its buffers, and takes the
+// group instead of the attributes (the entry shim places nothing: the
+// regions place each step's Metal thread).
+bool Emitter::emit_cuda(std::string& rendering, std::string& summary) {
+  for (size_t k = kf_.user_first; k < kf_.user_last; ++k) {
+    if (a_.syncs[k] == Sync::MatrixCall || a_.syncs[k] == Sync::MatrixType) {
+      return fail(k, "a simdgroup matrix, whose fragments are a warp's lanes");
+    }
+    if (t_[k].kind == TokenKind::Identifier && text(s_, t_[k]) == "return") {
+      return fail(k, "a thread may return before the others");
+    }
+  }
+  out_.clear();
+  if (!group_list(a_.body.data(), a_.body.size(), kf_.user_last, true)) return false;
+  // `[[kernel]] void name(` as rendered: the CUDA backend finds it by that text.
+  const std::string head(
+      s_.substr(t_[kf_.start].begin, t_[kf_.open_paren].end - t_[kf_.start].begin));
+  rendering = taking_the_group(head,
+                               "\nconst uint32_t coreai_c = ::coreai::target::cuda_thread(), "
+                               "coreai_b = ::coreai::target::cuda_threads();",
+                               "::coreai::target::thread_at(coreai_g, 0)", out_);
+  int slots = 0;
+  for (Storage st : storage_) slots += st == Storage::Threads;
+  summary = std::to_string(loops_) + " loops over steps in " + std::to_string(regions_) +
+            " regions between barriers, " + std::to_string(interchanged_) +
+            " loops of a uniform trip count with the steps innermost, " + std::to_string(slots) +
+            " values kept per step across regions";
   return true;
 }
 
@@ -1538,6 +1610,38 @@ const char* execution_form_name(ExecutionForm form) {
   return "?";
 }
 
+namespace {
+
+// The group-loop form of a rendering that synchronises, for `backend`: the
+// choice Fibers with the reason where there is none.
+FormChoice group_loops(std::string_view rendering, Backend backend) {
+  FormChoice choice;
+  choice.form = ExecutionForm::Fibers;
+  const std::vector<Token> tokens = tokenize(rendering, false);
+  const std::optional<KernelFunction> kernel = find_kernel_function(rendering, tokens);
+  if (!kernel) {
+    choice.reason = "the rendering has no [[kernel]] function laid out as expected";
+    return choice;
+  }
+  // A CUDA step runs a whole SIMD-group on a warp: its lanes are as much in
+  // step as in one Metal thread per CUDA thread.
+  const Analysis analysis(rendering, tokens, *kernel, backend == Backend::Cpu);
+  if (!analysis.failure().empty()) {
+    choice.reason = analysis.failure();
+    return choice;
+  }
+  Emitter emitter(analysis, backend);
+  if (!emitter.emit(choice.rendering, choice.summary)) {
+    choice.reason = emitter.failure();
+    choice.rendering.clear();
+    return choice;
+  }
+  choice.form = ExecutionForm::GroupLoops;
+  return choice;
+}
+
+}  // namespace
+
 FormChoice choose_execution_form(std::string_view rendering, bool debug) {
   FormChoice choice;
   if (debug) {
@@ -1546,30 +1650,22 @@ FormChoice choose_execution_form(std::string_view rendering, bool debug) {
     return choice;
   }
   if (!needs_fibers(rendering)) return choice;
-  choice.form = ExecutionForm::Fibers;
   if (!env_flag("COREAI_TORCH_CPU_GROUP_LOOPS", true)) {
+    choice.form = ExecutionForm::Fibers;
     choice.reason = "COREAI_TORCH_CPU_GROUP_LOOPS=0";
     return choice;
   }
-  const std::vector<Token> tokens = tokenize(rendering, false);
-  const std::optional<KernelFunction> kernel = find_kernel_function(rendering, tokens);
-  if (!kernel) {
-    choice.reason = "the rendering has no [[kernel]] function laid out as expected";
-    return choice;
+  return group_loops(rendering, Backend::Cpu);
+}
+
+FormChoice cuda_steps_form(std::string_view rendering) {
+  if (!needs_fibers(rendering)) {
+    FormChoice none;
+    none.form = ExecutionForm::Fibers;  // no steps form: one Metal thread per CUDA thread
+    none.reason = "no barrier or SIMD-group function: nothing to share between steps";
+    return none;
   }
-  const Analysis analysis(rendering, tokens, *kernel);
-  if (!analysis.failure().empty()) {
-    choice.reason = analysis.failure();
-    return choice;
-  }
-  Emitter emitter(analysis);
-  if (!emitter.emit(choice.rendering, choice.summary)) {
-    choice.reason = emitter.failure();
-    choice.rendering.clear();
-    return choice;
-  }
-  choice.form = ExecutionForm::GroupLoops;
-  return choice;
+  return group_loops(rendering, Backend::Cuda);
 }
 
 void log_execution_form(const std::string& kernel, const FormChoice& choice) {

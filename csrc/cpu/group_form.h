@@ -49,6 +49,18 @@ struct FormChoice {
 // COREAI_TORCH_CPU_GROUP_LOOPS=0.
 FormChoice choose_execution_form(std::string_view rendering, bool debug);
 
+// The group-loop form for the CUDA backend's steps form (docs/cuda.md,
+// "Several Metal threads per CUDA thread"): each region between barriers is
+// an unrolled loop of ::coreai_steps steps (a constant of the translation
+// unit), step k of CUDA thread c running Metal thread k * blockDim + c, with
+// the values that live across barriers one slot per step and uniform values
+// single. A SIMD-group is then one warp at one step: its functions stay the
+// warp's, as written, and barriers stay barriers. GroupLoops with the
+// rendering, whose kernel takes the buffers and the group; else Fibers and
+// why the kernel keeps one Metal thread per CUDA thread (what the CPU form
+// refuses, a simdgroup matrix, a return, no barrier at all).
+FormChoice cuda_steps_form(std::string_view rendering);
+
 // Prints `choice` for kernel `kernel` on stderr when COREAI_TORCH_CPU_FORM_LOG
 // is set to a non-empty value other than 0.
 void log_execution_form(const std::string& kernel, const FormChoice& choice);

@@ -201,7 +201,8 @@ size_t close_of(std::string_view s, const std::vector<Token>& t, size_t open) {
 
 }  // namespace
 
-Analysis::Analysis(std::string_view src, const std::vector<Token>& toks, const KernelFunction& kf)
+Analysis::Analysis(std::string_view src, const std::vector<Token>& toks, const KernelFunction& kf,
+                   bool lockstep)
     : source(src), tokens(toks), kernel(kf) {
   names.assign(tokens.size(), Name{});
   syncs.assign(tokens.size(), Sync::None);
@@ -217,7 +218,7 @@ Analysis::Analysis(std::string_view src, const std::vector<Token>& toks, const K
   compute_levels();
   compute_placements();
   compute_single_copies();
-  check_lockstep();
+  if (lockstep) check_lockstep();
 }
 
 void Analysis::fail(size_t token, const std::string& why) {

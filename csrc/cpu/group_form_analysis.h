@@ -82,8 +82,13 @@ Uniformity attribute_uniformity(std::string_view attribute);
 
 class Analysis {
  public:
+  // `lockstep`: refuse a kernel whose lanes fiber mode could make wait for
+  // their SIMD-group between two synchronisations (check_lockstep), which
+  // a form running a SIMD-group's lanes one after another cannot do. A form
+  // that runs them together (the CUDA steps form: a SIMD-group is a warp)
+  // passes false.
   Analysis(std::string_view source, const std::vector<Token>& tokens,
-           const KernelFunction& kernel);
+           const KernelFunction& kernel, bool lockstep = true);
 
   // Empty if the body can be followed; else why not (the first reason found).
   const std::string& failure() const { return failure_; }

@@ -6,6 +6,7 @@
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 
@@ -73,6 +74,17 @@ bool aligned_tensors(const KernelRecord& record, const LaunchArgs& args) {
   return true;
 }
 
+// The Metal threads per CUDA thread a launch asks for (LaunchForm::steps):
+// groups of more than 256 threads run on blocks of 256, where the SMs still
+// hold several blocks and each CUDA thread runs up to four Metal threads
+// (docs/cuda.md, "Several Metal threads per CUDA thread"). Only whole
+// threadgroups: each step's Metal thread then exists.
+int steps_of(const coreai_cuda_dispatch& d) {
+  constexpr uint32_t block = LaunchForm::kStepThreads;
+  if (d.whole_groups == 0 || d.threads <= block || d.threads % block != 0) return 1;
+  return static_cast<int>(std::min<uint32_t>(d.threads / block, LaunchForm::kMaxSteps));
+}
+
 }  // namespace
 
 void run(int64_t /*handle*/, const KernelRecord& record, LaunchArgs& args) {
@@ -107,9 +119,10 @@ void run(int64_t /*handle*/, const KernelRecord& record, LaunchArgs& args) {
 
   const c10::DeviceGuard guard(device);
   make_primary_context_current(device.index());
-  const LaunchForm form{whole_simdgroups(dispatch), aligned_tensors(record, args)};
-  const LoadedKernel& kernel =
-      kernel_module(record, device.index(), form).kernel(record, device.index(), threads, form);
+  LaunchForm form{whole_simdgroups(dispatch), aligned_tensors(record, args)};
+  form.steps = steps_of(dispatch);
+  const LoadedKernel& kernel = kernel_module(record, device.index(), threads, form)
+                                   .kernel(record, device.index(), threads, form);
   TORCH_INTERNAL_ASSERT(args.meta.size() == static_cast<size_t>(record.layout.length));
 
   // cuLaunchKernel takes the address of each parameter's value.
@@ -137,7 +150,8 @@ void run(int64_t /*handle*/, const KernelRecord& record, LaunchArgs& args) {
   params.push_back(&dispatch);
 
   const c10::Stream stream = c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA).getStream(device);
-  check(driver().cuLaunchKernel(kernel.function, grid[0], grid[1], grid[2], threads, 1, 1, 0,
+  check(driver().cuLaunchKernel(kernel.function, grid[0], grid[1], grid[2],
+                                threads / static_cast<uint32_t>(kernel.steps), 1, 1, 0,
                                 static_cast<CUstream>(stream.native_handle()), params.data(),
                                 nullptr),
         "kernel '" + record.name + "': cuLaunchKernel");

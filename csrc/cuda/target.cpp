@@ -4,10 +4,13 @@
 
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <sstream>
+#include <string_view>
 
+#include "cpu/group_form.h"
 #include "jit/pipeline.h"
 #include "jit/sha256.h"
 #include "source/source_scan.h"
@@ -51,7 +54,11 @@ std::string as_device_function(const KernelRecord& record, std::string source) {
 // outer stride (metadata, elements) a multiple of 16 bytes' worth of
 // elements, so that addresses built from them carry that alignment into the
 // IR rewrites (vector_alignment.h), which then leave their accesses untested.
-std::string entry_shim(const KernelRecord& record, bool bounded, bool aligned_tensors) {
+//
+// In the steps form (LaunchForm::steps) the kernel takes the group instead of
+// the attributes and places each step's thread itself.
+std::string entry_shim(const KernelRecord& record, bool bounded, bool aligned_tensors,
+                       bool steps) {
   const size_t buffers = record.inputs.size() + record.results.size();
   const size_t meta = buffers;  // index of the metadata parameter
   std::ostringstream s;
@@ -98,7 +105,11 @@ std::string entry_shim(const KernelRecord& record, bool bounded, bool aligned_te
     << "  coreai_cpu_thread t;\n"
     << "  if (!coreai::target::locate(dispatch, g, t)) return;\n"
     << "  metal::" << record.entry << "(" << call.str() << "meta.values";
-  for (const std::string& attr : record.thread_attrs) s << ", coreai::attr_" << attr << "(g, t)";
+  if (steps) {
+    s << ", g";
+  } else {
+    for (const std::string& attr : record.thread_attrs) s << ", coreai::attr_" << attr << "(g, t)";
+  }
   s << ");\n}\n";
   return s.str();
 }
@@ -272,6 +283,7 @@ LoadedKernel load(const KernelRecord& record, int device, bool bounded, LaunchFo
     check(found, "cuModuleGetFunction");
   }
   k.max_threads = function_attribute(k.function, kFuncAttributeMaxThreadsPerBlock);
+  k.steps = form.steps;
   return k;
 }
 
@@ -306,8 +318,14 @@ KernelModule::OnDevice& KernelModule::on(int device) const {
   return *owned_.back();
 }
 
+bool steps_enabled() {
+  const char* v = std::getenv("COREAI_TORCH_CUDA_STEPS");
+  return v == nullptr || *v == '\0' || std::string_view(v) != "0";
+}
+
 KernelModule::KernelModule(const KernelRecord& record)
-    : matrices_(uses_simdgroup_matrices(record.source)) {}
+    : matrices_(uses_simdgroup_matrices(record.source)),
+      steps_(steps_enabled() && no_steps_reason(record).empty()) {}
 
 bool KernelModule::loaded_on(int device) const {
   if (device < 0 || device >= kMaxDevices) return false;
@@ -319,14 +337,31 @@ bool KernelModule::loaded_on(int device) const {
   return false;
 }
 
+std::vector<int> KernelModule::loaded_steps(int device) const {
+  std::vector<int> steps;
+  if (device < 0 || device >= kMaxDevices) return steps;
+  const OnDevice* d = devices_[device].load(std::memory_order_acquire);
+  if (d == nullptr) return steps;
+  for (int f = 0; f < LaunchForm::kCount; ++f) {
+    const int s = f / 4 + 1;
+    if (d->free[f].load(std::memory_order_acquire) != nullptr &&
+        (steps.empty() || steps.back() != s)) {
+      steps.push_back(s);
+    }
+  }
+  return steps;
+}
+
 const LoadedKernel& KernelModule::kernel(const KernelRecord& record, int device,
                                          uint32_t group_threads, LaunchForm form) const {
   form.whole_simdgroups = form.whole_simdgroups && matrices_;  // else its code is the same
+  if (!steps_) form.steps = 1;
   const int f = form.index();
+  const uint32_t block_threads = group_threads / static_cast<uint32_t>(form.steps);
   if (device >= 0 && device < kMaxDevices) {
     const OnDevice* d = devices_[device].load(std::memory_order_acquire);
     const LoadedKernel* free = d != nullptr ? d->free[f].load(std::memory_order_acquire) : nullptr;
-    if (free != nullptr && group_threads <= static_cast<uint32_t>(free->max_threads)) {
+    if (free != nullptr && block_threads <= static_cast<uint32_t>(free->max_threads)) {
       return *free;
     }
   }
@@ -349,10 +384,10 @@ const LoadedKernel& KernelModule::kernel(const KernelRecord& record, int device,
     load_form(false, d.free_kernel[f]);
     d.free[f].store(&unbounded, std::memory_order_release);
   }
-  if (group_threads <= static_cast<uint32_t>(unbounded.max_threads)) return unbounded;
+  if (block_threads <= static_cast<uint32_t>(unbounded.max_threads)) return unbounded;
   if (d.bounded_kernel[f].function == nullptr) load_form(true, d.bounded_kernel[f]);
   const LoadedKernel& bounded = d.bounded_kernel[f];
-  TORCH_CHECK(group_threads <= static_cast<uint32_t>(bounded.max_threads), "kernel '",
+  TORCH_CHECK(block_threads <= static_cast<uint32_t>(bounded.max_threads), "kernel '",
               record.name, "': threads_per_thread_group has ", group_threads,
               " threads, but compiled for this GPU the kernel runs at most ", bounded.max_threads,
               " threads per threadgroup (it uses ",
@@ -363,12 +398,13 @@ const LoadedKernel& KernelModule::kernel(const KernelRecord& record, int device,
   return bounded;
 }
 
-const KernelModule& kernel_module(const KernelRecord& record, int device, LaunchForm form) {
+const KernelModule& kernel_module(const KernelRecord& record, int device, uint32_t group_threads,
+                                  LaunchForm form) {
   return record.artifacts.cuda.get(
       [&] {
         auto module = std::make_shared<KernelModule>(record);
         // Compiles and loads, on this GPU, the form the first launch needs.
-        module->kernel(record, device, 1, form);
+        module->kernel(record, device, group_threads, form);
         return std::shared_ptr<const KernelModule>(std::move(module));
       },
       // Only a compile failure is final; a missing compiler may be installed
@@ -376,21 +412,33 @@ const KernelModule& kernel_module(const KernelRecord& record, int device, Launch
       is_compile_error);
 }
 
+std::string no_steps_reason(const KernelRecord& record) {
+  return cpu::cuda_steps_form(record.source).reason;
+}
+
 std::string translation_unit(const KernelRecord& record, bool bounded, LaunchForm form) {
+  std::string rendering = record.source;
+  if (form.steps > 1) {
+    cpu::FormChoice steps = cpu::cuda_steps_form(record.source);
+    TORCH_CHECK(!steps.rendering.empty(), "kernel '", record.name,
+                "': the CUDA backend has no steps form of this kernel: ", steps.reason);
+    rendering = std::move(steps.rendering);
+  }
   std::string tu;
   tu += "// coreai_torch CUDA backend: kernel entry " + record.entry + "\n";
   tu += "#include <coreai_msl.h>\n";
+  tu += "inline constexpr uint32_t coreai_steps = " + std::to_string(form.steps) + ";\n";
   tu += "template <class T>\nstruct coreai::simd::launch_form {\n";
   tu += "  static constexpr bool whole_simdgroups = ";
   tu += form.whole_simdgroups ? "true;\n};\n" : "false;\n};\n";
   tu += "#pragma clang force_cuda_host_device begin\n";
   tu += "namespace metal {\n";
   tu += "#line 1 \"kernel_rendering\"\n";
-  tu += as_device_function(record, source::metal_to_cpp(record.source));
+  tu += as_device_function(record, source::metal_to_cpp(rendering));
   tu += "\n}  // namespace metal\n";
   tu += "#pragma clang force_cuda_host_device end\n";
   tu += "#line 1 \"coreai_entry_shim\"\n";
-  tu += entry_shim(record, bounded, form.aligned_tensors);
+  tu += entry_shim(record, bounded, form.aligned_tensors, form.steps > 1);
   return tu;
 }
 

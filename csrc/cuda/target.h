@@ -31,16 +31,28 @@ struct LaunchForm {
   // but the innermost spans a multiple of 16 bytes, so a vector access whose
   // address is built from them is proven aligned and needs no run-time test.
   bool aligned_tensors = false;
+  // Metal threads per CUDA thread (1 to kMaxSteps): the steps form of a
+  // kernel with barriers (cpu::cuda_steps_form), whose block holds
+  // threadgroup size / steps CUDA threads. The launcher asks for it where
+  // every block is a whole threadgroup of more than kStepThreads threads, a
+  // multiple of kStepThreads; the module keeps 1 for kernels the form
+  // refuses.
+  int steps = 1;
 
-  static constexpr int kCount = 4;
-  int index() const { return (whole_simdgroups ? 2 : 0) + (aligned_tensors ? 1 : 0); }
+  static constexpr int kMaxSteps = 4;
+  static constexpr uint32_t kStepThreads = 256;  // CUDA threads per block in the steps form
+  static constexpr int kCount = 4 * kMaxSteps;
+  int index() const {
+    return (steps - 1) * 4 + (whole_simdgroups ? 2 : 0) + (aligned_tensors ? 1 : 0);
+  }
 };
 
 // A registered kernel loaded on one GPU in one compiled form.
 struct LoadedKernel {
   CUmodule module = nullptr;
   CUfunction function = nullptr;
-  int max_threads = 0;  // threads per threadgroup it can run with
+  int max_threads = 0;  // CUDA threads per block it can run with
+  int steps = 1;        // Metal threads per CUDA thread (LaunchForm::steps)
 };
 
 // The CUDA artifact of a record (its slot in KernelRecord::artifacts): the
@@ -57,8 +69,9 @@ class KernelModule {
   ~KernelModule();
 
   // The kernel for a launch of `group_threads` threads per threadgroup on
-  // `device`, whose primary context must be current, in the form `form`.
-  // Compiled and loaded on first use; later calls read an atomic. Throws
+  // `device`, whose primary context must be current, in the form `form`
+  // (with one step where the kernel has no steps form). Compiled and loaded
+  // on first use; later calls read an atomic. Throws
   // "MetalCompileError: ..." when the kernel does not compile for this GPU
   // (again on every later call).
   const LoadedKernel& kernel(const KernelRecord& record, int device, uint32_t group_threads,
@@ -66,6 +79,10 @@ class KernelModule {
 
   // Whether the kernel is loaded on `device` (a launch there compiles nothing).
   bool loaded_on(int device) const;
+
+  // The LaunchForm::steps of the forms loaded on `device`, in increasing
+  // order (for tests: which form a launch took).
+  std::vector<int> loaded_steps(int device) const;
 
  private:
   // One GPU's kernels, by LaunchForm::index(). Filled under `mutex_`, read
@@ -81,6 +98,7 @@ class KernelModule {
   OnDevice& on(int device) const;
 
   const bool matrices_;  // the source uses SIMD-group matrices
+  const bool steps_;     // the kernel has a steps form (and COREAI_TORCH_CUDA_STEPS is not 0)
   mutable std::mutex mutex_;
   mutable std::array<std::atomic<OnDevice*>, kMaxDevices> devices_{};
   mutable std::vector<std::unique_ptr<OnDevice>> owned_;
@@ -88,9 +106,14 @@ class KernelModule {
 };
 
 // The record's module: its slot, built on the first CUDA launch (the kernel,
-// in the form `form`, compiled and loaded on `device`, whose primary context
-// must be current).
-const KernelModule& kernel_module(const KernelRecord& record, int device, LaunchForm form);
+// in the form `form` for `group_threads` threads per threadgroup, compiled
+// and loaded on `device`, whose primary context must be current).
+const KernelModule& kernel_module(const KernelRecord& record, int device, uint32_t group_threads,
+                                  LaunchForm form);
+
+// Why `record` keeps one Metal thread per CUDA thread, or empty where it has
+// a steps form (LaunchForm::steps); for tests and the form log.
+std::string no_steps_reason(const KernelRecord& record);
 
 // The translation unit compiled for `record`; `bounded`: the form for 1024
 // threads per group (exposed for tests and debugging).

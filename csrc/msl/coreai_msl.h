@@ -46,6 +46,7 @@
 #include "coreai_msl/core.h"
 #include "coreai_msl/cpu_abi.h"
 #include "coreai_msl/entry.h"
+#include "coreai_msl/group_slots.h"
 #include "coreai_msl/predefined.h"
 #include "coreai_msl/runtime.h"
 #include "coreai_msl/simdgroup_matrix.h"

@@ -161,19 +161,30 @@ PYBIND11_MODULE(_C, m) {
       "input), for test programs over the same headers.");
   m.def(
       "_cuda_ptx",
-      [](int64_t handle, const std::string& arch, bool whole_simdgroups, bool aligned_tensors) {
+      [](int64_t handle, const std::string& arch, bool whole_simdgroups, bool aligned_tensors,
+         int steps) {
         const std::shared_ptr<const coreai_torch::KernelRecord> record =
             coreai_torch::kernel_record(handle);
         pybind11::gil_scoped_release no_gil;  // callers compile many kernels from threads
         return coreai_torch::cuda::ptx_for(*record, arch, false,
-                                           {whole_simdgroups, aligned_tensors});
+                                           {whole_simdgroups, aligned_tensors, steps});
       },
       pybind11::arg("handle"), pybind11::arg("arch"), pybind11::arg("whole_simdgroups") = false,
-      pybind11::arg("aligned_tensors") = false,
+      pybind11::arg("aligned_tensors") = false, pybind11::arg("steps") = 1,
       "The PTX the CUDA backend compiles a registered kernel to for GPU architecture `arch` "
       "(sm_XY), in the launch form (cuda/target.h, LaunchForm) for launches with partial "
-      "SIMD-groups or, with `whole_simdgroups`, without; and for any tensors or, with "
-      "`aligned_tensors`, for 16-byte aligned data and outer strides; needs no GPU.");
+      "SIMD-groups or, with `whole_simdgroups`, without; for any tensors or, with "
+      "`aligned_tensors`, for 16-byte aligned data and outer strides; with `steps` Metal "
+      "threads per CUDA thread; needs no GPU.");
+  m.def(
+      "_cuda_steps_form",
+      [](const std::string& s) {
+        const coreai_torch::cpu::FormChoice c = coreai_torch::cpu::cuda_steps_form(s);
+        return pybind11::make_tuple(c.reason, c.summary, c.rendering);
+      },
+      pybind11::arg("source"),
+      "The CUDA backend's steps form of a rendering (several Metal threads per CUDA thread): "
+      "(why there is none, what the form did, its rendering).");
   m.def(
       "_cuda_version_vectors",
       [](const std::string& ir) {
@@ -215,6 +226,16 @@ PYBIND11_MODULE(_C, m) {
       "For tests: the CUDA backend's rewrite of optimized LLVM IR that makes two SIMD-group "
       "matrix products in a row on one accumulator one m16n8k16 (cuda/chained_products.h); "
       "returns (IR, how many m16n8k16 were made).");
+  m.def(
+      "_cuda_loaded_steps",
+      [](int64_t handle, int device) {
+        const coreai_torch::cuda::KernelModule* module =
+            coreai_torch::kernel_record(handle)->artifacts.cuda.built();
+        return module != nullptr ? module->loaded_steps(device) : std::vector<int>{};
+      },
+      pybind11::arg("handle"), pybind11::arg("device") = 0,
+      "Metal threads per CUDA thread of each form of a registered kernel loaded on CUDA "
+      "device `device` (cuda/target.h, LaunchForm::steps): which forms its launches took.");
   m.def(
       "_cuda_uses_simdgroup_matrices",
       [](int64_t handle) {

@@ -59,10 +59,11 @@ def activate() -> None:
     _ACTIVE = True
 
 
-def _form_name(whole: bool, aligned: bool) -> str:
+def _form_name(whole: bool, aligned: bool, steps: int) -> str:
     simdgroups = "whole SIMD-groups" if whole else "partial SIMD-groups"
     tensors = "aligned tensors" if aligned else "any tensors"
-    return f"{simdgroups}, {tensors}"
+    per_thread = f", {steps} Metal threads per CUDA thread" if steps > 1 else ""
+    return f"{simdgroups}, {tensors}{per_thread}"
 
 
 def compile_for_gpu(name: str, registration: tuple) -> str:
@@ -71,25 +72,30 @@ def compile_for_gpu(name: str, registration: tuple) -> str:
     The kernel is compiled in the launch forms (cuda/target.h, LaunchForm)
     that most launches take: for any tensors and for aligned ones; a kernel
     with SIMD-group matrices also for launches of whole SIMD-groups with
-    aligned tensors, the form its benchmarks and models run in.
+    aligned tensors, the form its benchmarks and models run in; a kernel
+    with a steps form (several Metal threads per CUDA thread) also in that
+    form, four steps, for aligned tensors, the form of its launches of 1024
+    threads per group.
     """
     args = [list(a) if isinstance(a, tuple) else a for a in registration]
     handle = torch.ops.coreai_torch.register_kernel.default(*args)
-    forms = [(False, False), (False, True)]
+    forms = [(False, False, 1), (False, True, 1)]
     ptxs = {}
     try:
         if _C._cuda_uses_simdgroup_matrices(handle):
-            forms.append((True, True))
-        for whole, aligned in forms:
-            ptxs[whole, aligned] = _C._cuda_ptx(handle, ARCH, whole, aligned)
+            forms.append((True, True, 1))
+        if not _C._cuda_steps_form(registration[1])[0]:
+            forms.append((False, True, 4))
+        for whole, aligned, steps in forms:
+            ptxs[whole, aligned, steps] = _C._cuda_ptx(handle, ARCH, whole, aligned, steps)
     except RuntimeError as exc:
         form = _form_name(*forms[len(ptxs)])
         return f"kernel '{name}' does not compile to PTX ({form}):\n{exc}"
     finally:
         torch.ops.coreai_torch.release_kernel.default(handle)
     with tempfile.TemporaryDirectory(prefix="coreai-ptx-") as scratch:
-        for (whole, aligned), ptx in ptxs.items():
-            path = Path(scratch) / f"{registration[2]}-{int(whole)}{int(aligned)}.ptx"
+        for (whole, aligned, steps), ptx in ptxs.items():
+            path = Path(scratch) / f"{registration[2]}-{int(whole)}{int(aligned)}{steps}.ptx"
             path.write_text(ptx)
             result = subprocess.run(
                 [find_ptxas(), f"-arch={ARCH}", str(path), "-o", os.devnull],
@@ -98,7 +104,8 @@ def compile_for_gpu(name: str, registration: tuple) -> str:
             )
             if result.returncode != 0:
                 return (
-                    f"kernel '{name}' (entry {registration[2]}, {_form_name(whole, aligned)}): "
+                    f"kernel '{name}' (entry {registration[2]}, "
+                    f"{_form_name(whole, aligned, steps)}): "
                     f"ptxas rejects its PTX:\n{result.stderr}"
                 )
     return ""

@@ -27,6 +27,7 @@
 
 #include "cpu_abi.h"
 #include "entry.h"
+#include "group_slots.h"
 #include "simdgroup_matrix.h"
 #include "sync.h"
 #include "target_cpu.h"
@@ -36,21 +37,6 @@ namespace coreai::group {
 inline constexpr std::uint32_t kMaxThreads = 1024;  // Metal's largest threadgroup
 inline constexpr std::uint32_t kSimdWidth = COREAI_CPU_SIMD_WIDTH;
 inline constexpr std::uint32_t kMaxSimdgroups = kMaxThreads / kSimdWidth;
-
-// What a slot holds for a variable declared `auto x = e;`.
-template <class T>
-using slot_t = std::remove_cv_t<std::remove_reference_t<T>>;
-
-// Stores a declaration's initial value into its slot (arrays included).
-template <class T, class U>
-[[gnu::always_inline]] inline void store(T& slot, const U& value) {
-  if constexpr (std::is_array_v<T>) {
-    static_assert(sizeof(T) == sizeof(U), "a slot holds the declared array");
-    std::memcpy(&slot, &value, sizeof(T));
-  } else {
-    slot = value;
-  }
-}
 
 // A SIMD-group as a simdgroup matrix operation sees it: its running lanes.
 struct simd_context {

@@ -56,6 +56,20 @@ inline void place(const coreai_cpu_group& g, std::uint32_t index, coreai_cpu_thr
   }
 }
 
+// The steps form (csrc/cpu/group_form.h, cuda_steps_form): a threadgroup of
+// T Metal threads runs on a block of T / coreai_steps CUDA threads, and step k
+// of CUDA thread c runs Metal thread k * blockDim + c (the launcher takes it
+// for whole threadgroups only: every step's thread exists).
+inline std::uint32_t cuda_thread() { return static_cast<std::uint32_t>(__nvvm_read_ptx_sreg_tid_x()); }
+inline std::uint32_t cuda_threads() {
+  return static_cast<std::uint32_t>(__nvvm_read_ptx_sreg_ntid_x());
+}
+inline coreai_cpu_thread thread_at(const coreai_cpu_group& g, std::uint32_t index) {
+  coreai_cpu_thread t;
+  place(g, index, t);
+  return t;
+}
+
 // Fills in the caller's threadgroup and thread as Metal's dispatchThreads
 // defines them, and returns false for a CUDA thread past the end of its
 // (edge) threadgroup: it stands for no Metal thread and must exit at once.
