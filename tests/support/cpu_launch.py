@@ -74,7 +74,7 @@ class Kernel:
         # kernels leave results unwritten on purpose, so only inputs are compared.
         debug = bool(self.registration[-1] & OPTION_DEBUG)
         out = cross_check(self.name, launch, args, debug, results=False)
-        record_launch(self.name, self.registration)
+        record_launch(self.name, self.registration, group)
         return out
 
 

@@ -209,18 +209,20 @@ def _observe(launch: Launch) -> Any:
 
         multiplies = "simdgroup_multiply" in f"{kernel.src}\n{kernel.helper_src}"
         out = cross_check(kernel.name, on, args, kernel.debug, reordered_sums=multiplies)
-    if launch.handle not in _RECORDED:  # handles are never reused
-        _RECORDED.add(launch.handle)
-        record_launch(kernel.name, tuple(launch.registration()))
+    steps = ptx_check.steps_of(launch.threads_per_thread_group)
+    if (launch.handle, steps) not in _RECORDED:  # handles are never reused
+        _RECORDED.add((launch.handle, steps))
+        record_launch(kernel.name, tuple(launch.registration()), launch.threads_per_thread_group)
     return out
 
 
-_RECORDED: set[int] = set()
+_RECORDED: set[tuple[int, int]] = set()
 
 
-def record_launch(name: str, registration: tuple) -> None:
-    """A specialization launched (``registration``: register_kernel's arguments): it
-    must compile for the GPU too (``support/ptx_check.py``).
+def record_launch(name: str, registration: tuple, group: tuple | list = (1, 1, 1)) -> None:
+    """A specialization launched (``registration``: register_kernel's arguments) with
+    threadgroups of ``group``: it must compile for the GPU too, in the form such
+    a launch takes there (``support/ptx_check.py``).
 
     Its debug bit (a CPU-backend feature) is left out. A launch with Metal
     fidelity switched off is not checked: such a kernel may use what no GPU
@@ -229,7 +231,7 @@ def record_launch(name: str, registration: tuple) -> None:
     if not _C._metal_fidelity_enabled():
         return
     *head, options = (tuple(a) if isinstance(a, list) else a for a in registration)
-    ptx_check.check_launched(name, (*head, options & ~OPTION_DEBUG))
+    ptx_check.check_launched(name, (*head, options & ~OPTION_DEBUG), ptx_check.steps_of(group))
 
 
 def install_launch_hook() -> None:

@@ -66,26 +66,36 @@ def _form_name(whole: bool, aligned: bool, steps: int) -> str:
     return f"{simdgroups}, {tensors}{per_thread}"
 
 
-def compile_for_gpu(name: str, registration: tuple) -> str:
+def steps_of(group: tuple[int, int, int] | list[int]) -> int:
+    """The Metal threads per CUDA thread a launch of threadgroups of ``group``
+    asks for (cuda/launcher.cpp, steps_of): 1 up to 256 threads, else
+    threads / 256, at most 4, for multiples of 256."""
+    threads = group[0] * group[1] * group[2]
+    return min(threads // 256, 4) if threads > 256 and threads % 256 == 0 else 1
+
+
+def compile_for_gpu(
+    name: str, registration: tuple, steps: int = 1, one_step_forms: bool = True
+) -> str:
     """'' if the kernel compiles to PTX and with ptxas to sm_90 code, else why not.
 
     The kernel is compiled in the launch forms (cuda/target.h, LaunchForm)
     that most launches take: for any tensors and for aligned ones; a kernel
     with SIMD-group matrices also for launches of whole SIMD-groups with
-    aligned tensors, the form its benchmarks and models run in; a kernel
-    with a steps form (several Metal threads per CUDA thread) also in that
-    form, four steps, for aligned tensors, the form of its launches of 1024
-    threads per group.
+    aligned tensors, the form its benchmarks and models run in; launched
+    with threadgroups that take ``steps`` Metal threads per CUDA thread
+    (``steps_of``), a kernel with a steps form also in that form, for
+    aligned tensors (``one_step_forms`` False: in that form only).
     """
     args = [list(a) if isinstance(a, tuple) else a for a in registration]
     handle = torch.ops.coreai_torch.register_kernel.default(*args)
-    forms = [(False, False, 1), (False, True, 1)]
+    forms = [(False, False, 1), (False, True, 1)] if one_step_forms else []
     ptxs = {}
     try:
-        if _C._cuda_uses_simdgroup_matrices(handle):
+        if one_step_forms and _C._cuda_uses_simdgroup_matrices(handle):
             forms.append((True, True, 1))
-        if not _C._cuda_steps_form(registration[1])[0]:
-            forms.append((False, True, 4))
+        if steps > 1 and not _C._cuda_steps_form(registration[1])[0]:
+            forms.append((False, True, steps))
         for whole, aligned, steps in forms:
             ptxs[whole, aligned, steps] = _C._cuda_ptx(handle, ARCH, whole, aligned, steps)
     except RuntimeError as exc:
@@ -111,15 +121,17 @@ def compile_for_gpu(name: str, registration: tuple) -> str:
     return ""
 
 
-def check_launched(name: str, registration: tuple) -> None:
-    """Compiles a newly launched specialization for the GPU once per session (see above)."""
+def check_launched(name: str, registration: tuple, steps: int = 1) -> None:
+    """Compiles a newly launched specialization for the GPU once per session and
+    number of steps (see above)."""
     if not (ENABLED and _ACTIVE):
         return
     with _LOCK:
-        if registration in _CHECKED:
+        if (registration, steps) in _CHECKED:
             return
-        _CHECKED.add(registration)
-    failure = compile_for_gpu(name, registration)
+        first = not any(r == registration for r, _ in _CHECKED)
+        _CHECKED.add((registration, steps))
+    failure = compile_for_gpu(name, registration, steps, one_step_forms=first)
     assert not failure, (
         f"{failure}\n(kernels that run on the CPU backend must also compile for the CUDA "
         "backend: the two compile the same rendering against the same headers)"
@@ -128,4 +140,4 @@ def check_launched(name: str, registration: tuple) -> None:
 
 def checked_count() -> int:
     """How many specializations this process has compiled for the GPU."""
-    return len(_CHECKED)
+    return len({registration for registration, _ in _CHECKED})
