@@ -287,6 +287,12 @@ LoadedKernel load(const KernelRecord& record, int device, bool bounded, LaunchFo
   return k;
 }
 
+// COREAI_TORCH_CUDA_STEPS=0 keeps every kernel at one Metal thread per CUDA thread.
+bool steps_enabled() {
+  const char* v = std::getenv("COREAI_TORCH_CUDA_STEPS");
+  return v == nullptr || *v == '\0' || std::string_view(v) != "0";
+}
+
 }  // namespace
 
 KernelModule::~KernelModule() {
@@ -316,11 +322,6 @@ KernelModule::OnDevice& KernelModule::on(int device) const {
   owned_.push_back(std::make_unique<OnDevice>());  // under mutex_ (callers hold it)
   devices_[device].store(owned_.back().get(), std::memory_order_release);
   return *owned_.back();
-}
-
-bool steps_enabled() {
-  const char* v = std::getenv("COREAI_TORCH_CUDA_STEPS");
-  return v == nullptr || *v == '\0' || std::string_view(v) != "0";
 }
 
 KernelModule::KernelModule(const KernelRecord& record)
