@@ -11,6 +11,7 @@ once.
 
 from __future__ import annotations
 
+import atexit
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -130,6 +131,9 @@ class TorchMetalKernel(_C.KernelCall):
         # The registered backward; define() shares an identical predecessor's.
         self.backward_slot = autograd.BackwardSlot()
         self.op = kernel_op.define(self)
+        # The first kernel of a process starts the compiler search, which a
+        # new cache's first launch would otherwise wait for (docs/cpu.md).
+        _C._start_compiler_check(name)
 
     @property
     def debug(self) -> bool:
@@ -379,5 +383,7 @@ _C._install(
     kernel_op.reference,
 )
 _C._kernel_call_install(TorchMetalKernel)
+# A compiler search still running at exit ends before the extension's statics go.
+atexit.register(_C._wait_for_compiler_check)
 
 __all__ = ["MetalCompileError", "TorchMetalKernel"]

@@ -344,7 +344,7 @@ std::vector<int> KernelModule::loaded_steps(int device) const {
   const OnDevice* d = devices_[device].load(std::memory_order_acquire);
   if (d == nullptr) return steps;
   for (int f = 0; f < LaunchForm::kCount; ++f) {
-    const int s = f / 4 + 1;
+    const int s = LaunchForm::steps_of_index(f);
     if (d->free[f].load(std::memory_order_acquire) != nullptr &&
         (steps.empty() || steps.back() != s)) {
       steps.push_back(s);

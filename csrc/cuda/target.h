@@ -45,6 +45,8 @@ struct LaunchForm {
   int index() const {
     return (steps - 1) * 4 + (whole_simdgroups ? 2 : 0) + (aligned_tensors ? 1 : 0);
   }
+  // The steps of the form with index() `index`.
+  static int steps_of_index(int index) { return index / 4 + 1; }
 };
 
 // A registered kernel loaded on one GPU in one compiled form.

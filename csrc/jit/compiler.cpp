@@ -1,11 +1,13 @@
 #include "jit/compiler.h"
 
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -13,10 +15,12 @@
 #include <fstream>
 #include <future>
 #include <iterator>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
 #include <string_view>
+#include <thread>
 
 #include "cpu/kernel_guard.h"
 #include "source/metal_tokens.h"
@@ -235,6 +239,77 @@ bool reports_source_error(const std::string& output) {
   return false;
 }
 
+namespace {
+
+// What looking through the candidates found: the first usable compiler, or
+// why each one tried is not usable.
+struct Search {
+  std::optional<Compiler> found;
+  std::string tried;              // a line per refused candidate
+  std::string refused_explicit;   // $COREAI_TORCH_CXX, when it names an unusable compiler
+  bool interrupted = false;       // SIGINT stopped the launch that searched
+};
+
+// Checks the candidates in order, noting a passed check in `cache`.
+Search search(const CacheDir& cache, const std::string& kernel) {
+  Search s;
+  for (const Candidate& c : candidates()) {
+    const std::string memo = memo_name(c.program);
+    if (std::optional<std::string> identity = read_memo(cache, memo)) {
+      s.found = Compiler{c.program, *identity};
+      return s;
+    }
+    std::string identity;
+    const std::string why_not = check(c.program, cache, kernel, identity);
+    if (const cpu::LaunchScope* scope = cpu::LaunchScope::current(); scope && scope->interrupted()) {
+      s.interrupted = true;
+      return s;
+    }
+    if (why_not.empty()) {
+      if (!memo.empty()) cache.write_note(memo, identity);
+      s.found = Compiler{c.program, identity};
+      return s;
+    }
+    s.tried += "\n  " + c.program + " (" + c.origin + "): " + why_not;
+    if (c.origin == "$COREAI_TORCH_CXX") {
+      s.refused_explicit = c.program;
+      return s;
+    }
+  }
+  return s;
+}
+
+// The search started when the first kernel is defined (start_compiler_check):
+// its thread, and its end, which a launch that needs a compiler waits for
+// rather than checking the same compiler beside it. Both are forgotten in a
+// forked child, which has no such thread.
+std::mutex& early_search_mutex() {
+  static std::mutex& mutex = child_unlocked_mutex();
+  return mutex;
+}
+std::thread* early_search = nullptr;  // leaked: joined at exit, never destroyed
+std::shared_future<void> early_search_done;
+
+// Waits until the early search (if any) has ended; a SIGINT of the launch
+// stops the wait, not the search.
+void await_early_search(const std::string& kernel) {
+  std::shared_future<void> done;
+  {
+    std::lock_guard<std::mutex> lock(early_search_mutex());
+    done = early_search_done;
+  }
+  if (!done.valid()) return;
+  const cpu::LaunchScope* scope = cpu::LaunchScope::current();
+  while (done.wait_for(std::chrono::milliseconds(10)) != std::future_status::ready) {
+    if (scope != nullptr && scope->interrupted()) {
+      cpu::throw_interrupted("kernel '" + kernel +
+                             "': interrupted (SIGINT) while looking for a C++ compiler");
+    }
+  }
+}
+
+}  // namespace
+
 const Compiler& find_compiler(const std::string& kernel, const std::string& backend,
                               const CacheDir& cache) {
   static std::mutex& mutex = child_unlocked_mutex();
@@ -242,38 +317,52 @@ const Compiler& find_compiler(const std::string& kernel, const std::string& back
   std::lock_guard<std::mutex> lock(mutex);
   if (found) return *found;
 
-  std::string tried;
-  for (const Candidate& c : candidates()) {
-    const std::string memo = memo_name(c.program);
-    if (std::optional<std::string> identity = read_memo(cache, memo)) {
-      found = Compiler{c.program, *identity};
-      return *found;
-    }
-    std::string identity;
-    const std::string why_not = check(c.program, cache, kernel, identity);
-    if (const cpu::LaunchScope* scope = cpu::LaunchScope::current(); scope && scope->interrupted()) {
-      cpu::throw_interrupted("kernel '" + kernel +
-                        "': interrupted (SIGINT) while looking for a C++ compiler");
-    }
-    if (why_not.empty()) {
-      if (!memo.empty()) cache.write_note(memo, identity);
-      found = Compiler{c.program, identity};
-      return *found;
-    }
-    tried += "\n  " + c.program + " (" + c.origin + "): " + why_not;
-    if (c.origin == "$COREAI_TORCH_CXX") {
-      TORCH_CHECK(false, "kernel '", kernel, "': COREAI_TORCH_CXX names ", c.program,
-                  ", which the ", backend, " backend cannot use:", tried,
-                  "\nPoint COREAI_TORCH_CXX at clang++ 15 or newer, or unset it to search PATH.");
-    }
+  await_early_search(kernel);  // it noted what it found in the cache
+  const Search s = search(cache, kernel);
+  if (s.found) {
+    found = s.found;
+    return *found;
   }
+  if (s.interrupted) {
+    cpu::throw_interrupted("kernel '" + kernel +
+                           "': interrupted (SIGINT) while looking for a C++ compiler");
+  }
+  TORCH_CHECK(s.refused_explicit.empty(), "kernel '", kernel, "': COREAI_TORCH_CXX names ",
+              s.refused_explicit, ", which the ", backend, " backend cannot use:", s.tried,
+              "\nPoint COREAI_TORCH_CXX at clang++ 15 or newer, or unset it to search PATH.");
   TORCH_CHECK(false, "kernel '", kernel,
               "': the ", backend, " backend compiles Metal kernels with clang++ (version 15 or newer, "
               "C++23), and no usable compiler was found. Tried:",
-              tried,
+              s.tried,
               "\nInstall one: `apt-get install clang-19` (Debian/Ubuntu), `dnf install clang` "
               "(Fedora), or the Xcode command line tools (`xcode-select --install`) on macOS; "
               "or set COREAI_TORCH_CXX to the path of a clang++ binary.");
+}
+
+void start_compiler_check(const std::string& kernel) {
+  std::lock_guard<std::mutex> lock(early_search_mutex());
+  static bool started = false;  // a forked child inherits it: one search per process tree
+  if (started) return;
+  started = true;
+  pthread_atfork(nullptr, nullptr, [] {
+    early_search = nullptr;
+    early_search_done = std::shared_future<void>();
+  });
+  auto ended = std::make_shared<std::promise<void>>();
+  early_search_done = ended->get_future().share();
+  early_search = new std::thread([kernel, ended] {
+    try {
+      (void)search(CacheDir::current("CPU"), kernel);
+    } catch (...) {
+      // The first launch searches again and reports what went wrong.
+    }
+    ended->set_value();
+  });
+}
+
+void wait_for_compiler_check() {
+  std::lock_guard<std::mutex> lock(early_search_mutex());
+  if (early_search != nullptr && early_search->joinable()) early_search->join();
 }
 
 }  // namespace coreai_torch::jit

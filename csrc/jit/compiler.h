@@ -54,4 +54,18 @@ bool reports_source_error(const std::string& output);
 const Compiler& find_compiler(const std::string& kernel, const std::string& backend,
                               const CacheDir& cache);
 
+// Starts, on a thread of its own, the search find_compiler makes (once per
+// process): called when the first kernel is defined, so that a new cache's
+// compiler check (two compiler start-ups) runs while the caller prepares its
+// inputs rather than in its first launch. The search notes the compiler it
+// finds in the cache directory of that moment, where find_compiler reads it;
+// what it finds is not otherwise kept, and its errors are not reported: the
+// first launch searches again where the note is missing, and reports them.
+// `kernel` names the kernel in the cache's own errors.
+void start_compiler_check(const std::string& kernel);
+
+// Waits for the search start_compiler_check started, if it is running (at
+// exit, before the process's static objects go).
+void wait_for_compiler_check();
+
 }  // namespace coreai_torch::jit

@@ -96,6 +96,12 @@ PYBIND11_MODULE(_C, m) {
             .program;
       },
       "The C++ compiler the CPU backend compiles kernels with.");
+  m.def("_start_compiler_check", &coreai_torch::jit::start_compiler_check, pybind11::arg("kernel"),
+        "Starts looking for the kernel compiler on a thread of its own, once per process "
+        "(jit/compiler.h, start_compiler_check).");
+  m.def("_wait_for_compiler_check", &coreai_torch::jit::wait_for_compiler_check,
+        pybind11::call_guard<pybind11::gil_scoped_release>(),
+        "Waits for the search _start_compiler_check started, if it is running.");
   m.def("_cpu_kernel_flags", &coreai_torch::cpu::kernel_compile_flags,
         "The flags the CPU backend compiles every kernel with on this machine.");
   m.def(

@@ -108,3 +108,64 @@ def test_warm_cache_runs_no_compiler_process(tmp_path: Path) -> None:
     os.utime(wrapper, (later, later))
     assert _run_child(cache, wrapper)[:2] == (0, 1)
     assert len(log.read_text().splitlines()) == len(first) + 2
+
+
+# A new cache: the compiler is checked when the kernel is defined, while the
+# process goes on, and the first call finds the check's note.
+EARLY_CHECK = textwrap.dedent(
+    """
+    import os, sys, time, torch
+    from pathlib import Path
+    from coreai_torch import MetalParameter, TorchMetalKernel
+    def ref(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+    cache = Path(os.environ["COREAI_TORCH_CACHE_DIR"])
+    k = TorchMetalKernel("early_check_probe", ["x"], ["out"], "out[id] = x[id] * 2;", ref,
+                         metal_params=[MetalParameter("id", "uint", "thread_position_in_grid")])
+    deadline = time.monotonic() + 120
+    while not list(cache.glob("compiler-*.txt")):
+        assert time.monotonic() < deadline, "no compiler note two minutes after the definition"
+        time.sleep(0.01)
+    x = torch.arange(8.0)
+    if sys.argv[1] == "fork":
+        # A child forked while the search may still run has none of its
+        # threads: its launch must not wait for it.
+        pid = os.fork()
+        if pid == 0:
+            out = k(x, threads_per_grid=(8, 1, 1), threads_per_thread_group=(8, 1, 1),
+                    result_shapes=[[8]])
+            os._exit(0 if torch.equal(out, x * 2) else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, status
+    out = k(x, threads_per_grid=(8, 1, 1), threads_per_thread_group=(8, 1, 1),
+            result_shapes=[[8]])
+    assert torch.equal(out, x * 2)
+    print("ok")
+    """
+)
+
+
+@pytest.mark.parametrize("how", ["same process", "fork"])
+def test_the_compiler_is_checked_when_the_first_kernel_is_defined(tmp_path: Path, how: str) -> None:
+    real = C._cpu_compiler()
+    log = tmp_path / "invocations.log"
+    wrapper = tmp_path / "clang-wrapper"
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    env = {
+        **os.environ,
+        "COREAI_TORCH_CACHE_DIR": str(tmp_path / "cache"),
+        "COREAI_TORCH_CXX": str(wrapper),
+    }
+    p = subprocess.run(
+        [sys.executable, "-c", EARLY_CHECK, how.split()[0]],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr
+    runs = log.read_text().splitlines()
+    # One check (before the first call), however many launches followed it.
+    assert sum(line == "--version" for line in runs) == 1, runs
+    assert sum("-fsyntax-only" in line for line in runs) == 1, runs

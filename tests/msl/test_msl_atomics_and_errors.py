@@ -98,7 +98,8 @@ def results() -> dict:
             "host threads contend here; on the GPU, device and threadgroup atomics under "
             "contention are checked by kernels (tests/cpu/test_msl_kernels.py in device mode)"
         )
-    return run_checks(BODY, globals_src=GLOBALS, extra_flags=("-pthread",))
+    # Host threads: no device code to check.
+    return run_checks(BODY, globals_src=GLOBALS, extra_flags=("-pthread",), device_code=False)
 
 
 def test_contended_atomics_lose_no_update(results: dict) -> None:

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from support import ptx_check
+
 MSL_INCLUDE_DIR = Path(__file__).resolve().parents[2] / "csrc" / "msl"
 
 # The CPU backend's flags: half and bfloat round after every operation.
@@ -117,18 +119,35 @@ def _parse_token(token: str) -> float | int:
     return int(text)
 
 
-def _source(body: str, globals_src: str, helpers: str = "", metal_passes: bool = False) -> str:
+def _source(
+    body: str, globals_src: str, helpers: str = "", metal_passes: bool = False, gpu: bool = ON_GPU
+) -> str:
     kernel_code = f"{helpers}\nvoid run_checks() {{\n{body}\n}}\n"
     if metal_passes:
         kernel_code = metal_to_cpp(kernel_code)
     program = f"{PRELUDE}\n{globals_src}\nnamespace metal {{\n{kernel_code}}}  // namespace metal\n"
-    return f"{GPU_HEAD}{program}{GPU_MAIN}" if ON_GPU else program + HOST_MAIN
+    return f"{GPU_HEAD}{program}{GPU_MAIN}" if gpu else program + HOST_MAIN
 
 
 def _gpu_command() -> list[str]:
     from coreai_torch import _C
 
     return _C._cuda_compile_command(GPU_ARCH)
+
+
+def _start_gpu_check(source: Path, extra_flags: tuple[str, ...]) -> subprocess.Popen | None:
+    """On the CPU: starts checking ``source`` (the program as device code) for the
+    CUDA backend, whose compile the GPU suite alone would otherwise see. Where
+    the CUDA toolchain is missing, not checked (ptx_check.py says when that
+    fails a run)."""
+    if ptx_check.toolchain_problem():
+        return None
+    return subprocess.Popen(
+        [*_gpu_command(), *extra_flags, "-fsyntax-only", str(source)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _build_and_run(source: Path, extra_flags: tuple[str, ...]) -> str:
@@ -176,20 +195,34 @@ def run_checks(
     extra_flags: tuple[str, ...] = (),
     helpers: str = "",
     metal_passes: bool = False,
+    device_code: bool = True,
 ) -> dict:
     """Compiles and runs ``body``; returns {name: [values...]} of its emit() calls.
 
     ``globals_src`` goes at global scope before the body (extra includes);
     ``helpers`` inside namespace metal, before it. With ``metal_passes`` the
     helpers and the body go through the CPU backend's text passes first, as a
-    kernel's source does, with Metal's address-space words defined.
+    kernel's source does, with Metal's address-space words defined. On the
+    CPU the program is also checked as device code for the CUDA backend,
+    unless ``device_code`` is false (a program that is host code only).
     """
     if metal_passes:
         globals_src = ADDRESS_SPACE_MACROS + globals_src
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / "checks.cpp"
         source.write_text(_source(body, globals_src, helpers, metal_passes))
-        output = _build_and_run(source, extra_flags)
+        gpu_check = None
+        if device_code and not ON_GPU:
+            device_source = Path(tmp) / "checks_device.cu"
+            device_source.write_text(_source(body, globals_src, helpers, metal_passes, gpu=True))
+            gpu_check = _start_gpu_check(device_source, extra_flags)
+        try:
+            output = _build_and_run(source, extra_flags)
+        finally:
+            gpu_errors = gpu_check.communicate()[1] if gpu_check else ""
+        assert gpu_check is None or gpu_check.returncode == 0, (
+            f"check program does not compile for the CUDA backend:\n{gpu_errors}"
+        )
     results: dict[str, list] = {}
     for line in output.splitlines():
         name, *tokens = line.split()

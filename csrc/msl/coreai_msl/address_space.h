@@ -35,7 +35,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
-#include <utility>
 
 #include "call_site.h"
 // The address-space pass follows threadgroup storage with COREAI_THREADGROUP_NOTE.
@@ -224,8 +223,19 @@ class space_ptr : public space_detail::base_of<T, S> {
   [[gnu::always_inline]] friend constexpr bool operator==(space_ptr a, space_ptr b) {
     return a.get() == b.get();
   }
-  [[gnu::always_inline]] friend constexpr auto operator<=>(space_ptr a, space_ptr b) {
-    return a.get() <=> b.get();
+  // The four orderings rather than <=>, whose result types need <compare>
+  // (Metal has no <=>).
+  [[gnu::always_inline]] friend constexpr bool operator<(space_ptr a, space_ptr b) {
+    return a.get() < b.get();
+  }
+  [[gnu::always_inline]] friend constexpr bool operator>(space_ptr a, space_ptr b) {
+    return a.get() > b.get();
+  }
+  [[gnu::always_inline]] friend constexpr bool operator<=(space_ptr a, space_ptr b) {
+    return a.get() <= b.get();
+  }
+  [[gnu::always_inline]] friend constexpr bool operator>=(space_ptr a, space_ptr b) {
+    return a.get() >= b.get();
   }
   [[gnu::always_inline]] friend constexpr bool operator==(space_ptr a, std::nullptr_t) {
     return a.get() == nullptr;
@@ -321,25 +331,25 @@ template <lockstep::kind K, class P>
   if constexpr (is_threadgroup_ptr_v<Q>) {
     return tg_access<typename Q::element_type, K>(p.get(), at.order);
   } else {
-    return std::forward<P>(p);
+    return static_cast<P&&>(p);
   }
 }
 template <class P>
 [[gnu::always_inline]] constexpr decltype(auto) tg_read(P&& p, COREAI_CALL_SITE) {
-  return tg_access_of<lockstep::read>(std::forward<P>(p), at);
+  return tg_access_of<lockstep::read>(static_cast<P&&>(p), at);
 }
 template <class P>
 [[gnu::always_inline]] constexpr decltype(auto) tg_write(P&& p, COREAI_CALL_SITE) {
-  return tg_access_of<lockstep::write>(std::forward<P>(p), at);
+  return tg_access_of<lockstep::write>(static_cast<P&&>(p), at);
 }
 template <class P>
 [[gnu::always_inline]] constexpr decltype(auto) tg_other(P&& p, COREAI_CALL_SITE) {
-  return tg_access_of<lockstep::other>(std::forward<P>(p), at);
+  return tg_access_of<lockstep::other>(static_cast<P&&>(p), at);
 }
 // `&p[i]`: an address, no access.
 template <class P>
 [[gnu::always_inline]] constexpr decltype(auto) tg_address(P&& p, COREAI_CALL_SITE) {
-  return tg_access_of<lockstep::none>(std::forward<P>(p), at);
+  return tg_access_of<lockstep::none>(static_cast<P&&>(p), at);
 }
 
 }  // namespace coreai

@@ -19,7 +19,6 @@
 #pragma once
 
 #include <type_traits>
-#include <utility>
 
 #include "vector.h"
 

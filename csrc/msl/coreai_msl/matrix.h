@@ -19,7 +19,6 @@
 
 #include <cstddef>
 #include <type_traits>
-#include <utility>
 
 #include "vector.h"
 

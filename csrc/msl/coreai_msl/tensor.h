@@ -29,9 +29,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
-#include <utility>
 
 #include "address_space.h"
+#include "index_sequence.h"
 #include "array.h"
 #include "runtime.h"
 
@@ -78,10 +78,10 @@ struct extents {
 };
 
 namespace tensor_detail {
-template <class IndexT, std::size_t R, class Seq = std::make_index_sequence<R>>
+template <class IndexT, std::size_t R, class Seq = detail::make_index_sequence<R>>
 struct dynamic_extents;
 template <class IndexT, std::size_t R, std::size_t... D>
-struct dynamic_extents<IndexT, R, std::index_sequence<D...>> {
+struct dynamic_extents<IndexT, R, detail::index_sequence<D...>> {
   using type = extents<IndexT, (static_cast<void>(D), dynamic_extent)...>;
 };
 }  // namespace tensor_detail

@@ -27,9 +27,9 @@
 #pragma once
 
 #include <type_traits>
-#include <utility>
 
 #include "scalar.h"
+#include "index_sequence.h"
 
 namespace metal {
 
@@ -118,7 +118,7 @@ constexpr void append_components(typename vector_storage<E>::type (&out)[N], int
 }
 
 template <class S, int N, std::size_t... I>
-constexpr vec<S, N> vector_from_array(const S (&components)[N], std::index_sequence<I...>) {
+constexpr vec<S, N> vector_from_array(const S (&components)[N], detail::index_sequence<I...>) {
   return vec<S, N>{components[I]...};
 }
 
@@ -139,7 +139,7 @@ constexpr vec<typename vector_storage<E>::type, N> make_vector(const A&... args)
     S components[N] = {};
     int next = 0;
     (append_components<E, N>(components, next, args), ...);
-    return vector_from_array<S, N>(components, std::make_index_sequence<N>{});
+    return vector_from_array<S, N>(components, detail::make_index_sequence<N>{});
   }
 }
 
