@@ -28,8 +28,8 @@
 
 #include <type_traits>
 
-#include "scalar.h"
 #include "index_sequence.h"
+#include "scalar.h"
 
 namespace metal {
 
