@@ -181,3 +181,30 @@ def test_every_part_has_expected_rows() -> None:
     import run_all
 
     assert set(EXPECTED_KEYS) == set(run_all.PARTS)
+
+
+def test_the_cold_start_parts_run(tmp_path: Path) -> None:
+    """``cold_start_parts.py`` (not a part of run_all: it needs the CUDA
+    toolchain, and no GPU) prints one row of positive times per part."""
+    from support import ptx_check
+
+    if problem := ptx_check.toolchain_problem():
+        pytest.skip(problem)
+    code = f"""
+    import runpy, sys
+    sys.argv = [{str(RUN_ALL.parent / "cold_start_parts.py")!r}, "--runs", "1"]
+    runpy.run_path(sys.argv[0], run_name="__main__")
+    """
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    lines = run(code, {**os.environ, "PYTHONPATH": path}, timeout=600).splitlines()
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in lines if line.startswith("| ")}
+    parts = [
+        "compiler check (clang++ --version)",
+        "PTX, empty cache",
+        "PTX, prelude parsed",
+        "PTX, prelude precompiled",
+    ]
+    assert all(part in rows for part in parts), lines
+    for part in parts:
+        median, best = (float(cell) for cell in rows[part].strip("| ").split(" | ")[1:3])
+        assert median > 0 and best > 0, rows[part]
