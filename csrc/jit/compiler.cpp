@@ -75,9 +75,12 @@ std::string first_line(const std::string& text) {
 }
 
 // The flags of the probe: the language the kernel headers are written in.
+// Never destroyed: the early search (start_compiler_check) may still read it
+// while the process exits.
 const std::vector<std::string>& probe_flags() {
-  static const std::vector<std::string> flags{"-std=c++23", "-fsyntax-only", "-x", "c++"};
-  return flags;
+  static const auto* flags =
+      new std::vector<std::string>{"-std=c++23", "-fsyntax-only", "-x", "c++"};
+  return *flags;
 }
 
 // Empty if `program` is usable, else why not.
@@ -289,6 +292,8 @@ std::mutex& early_search_mutex() {
 }
 std::thread* early_search = nullptr;  // leaked: joined at exit, never destroyed
 std::shared_future<void> early_search_done;
+// How long the exit waits for an early search still running.
+constexpr int kExitWaitSeconds = 5;
 
 // Waits until the early search (if any) has ended; a SIGINT of the launch
 // stops the wait, not the search.
@@ -362,7 +367,17 @@ void start_compiler_check(const std::string& kernel) {
 
 void wait_for_compiler_check() {
   std::lock_guard<std::mutex> lock(early_search_mutex());
-  if (early_search != nullptr && early_search->joinable()) early_search->join();
+  if (early_search == nullptr || !early_search->joinable()) return;
+  // A compiler that hangs would hold the exit for the compile timeout: after
+  // a few seconds the search is left to end with the process. What it uses
+  // outlives the process's static objects (the cache directories, the
+  // probe's flags, its own end).
+  if (early_search_done.wait_for(std::chrono::seconds(kExitWaitSeconds)) ==
+      std::future_status::ready) {
+    early_search->join();
+  } else {
+    early_search->detach();
+  }
 }
 
 }  // namespace coreai_torch::jit

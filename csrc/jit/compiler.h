@@ -64,8 +64,9 @@ const Compiler& find_compiler(const std::string& kernel, const std::string& back
 // `kernel` names the kernel in the cache's own errors.
 void start_compiler_check(const std::string& kernel);
 
-// Waits for the search start_compiler_check started, if it is running (at
-// exit, before the process's static objects go).
+// Waits up to a few seconds for the search start_compiler_check started, if
+// it is running, then leaves it to end with the process (called at exit,
+// before the process's static objects go).
 void wait_for_compiler_check();
 
 }  // namespace coreai_torch::jit

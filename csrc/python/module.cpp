@@ -101,7 +101,7 @@ PYBIND11_MODULE(_C, m) {
         "(jit/compiler.h, start_compiler_check).");
   m.def("_wait_for_compiler_check", &coreai_torch::jit::wait_for_compiler_check,
         pybind11::call_guard<pybind11::gil_scoped_release>(),
-        "Waits for the search _start_compiler_check started, if it is running.");
+        "Waits up to a few seconds for the search _start_compiler_check started (at exit).");
   m.def("_cpu_kernel_flags", &coreai_torch::cpu::kernel_compile_flags,
         "The flags the CPU backend compiles every kernel with on this machine.");
   m.def(

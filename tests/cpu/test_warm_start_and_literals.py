@@ -169,3 +169,39 @@ def test_the_compiler_is_checked_when_the_first_kernel_is_defined(tmp_path: Path
     # One check (before the first call), however many launches followed it.
     assert sum(line == "--version" for line in runs) == 1, runs
     assert sum("-fsyntax-only" in line for line in runs) == 1, runs
+
+
+def test_a_hung_compiler_check_does_not_hold_the_exit(tmp_path: Path) -> None:
+    real = C._cpu_compiler()
+    wrapper = tmp_path / "hung-clang"
+    wrapper.write_text(
+        f'#!/bin/sh\nif [ "$1" = "--version" ]; then sleep 120; fi\nexec {real} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    env = {
+        **os.environ,
+        "COREAI_TORCH_CACHE_DIR": str(tmp_path / "cache"),
+        "COREAI_TORCH_CXX": str(wrapper),
+    }
+    define_and_leave = textwrap.dedent(
+        """
+        import torch
+        from coreai_torch import MetalParameter, TorchMetalKernel
+        def ref(x: torch.Tensor) -> torch.Tensor:
+            return x
+        TorchMetalKernel("hung_check", ["x"], ["out"], "out[id] = x[id];", ref,
+                         metal_params=[MetalParameter("id", "uint", "thread_position_in_grid")])
+        print("defined")
+        """
+    )
+    start = time.monotonic()
+    p = subprocess.run(
+        [sys.executable, "-c", define_and_leave],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    # The exit waits a few seconds for the search, not for the hung --version.
+    assert p.returncode == 0 and p.stdout.strip() == "defined", p.stderr
+    assert time.monotonic() - start < 60
