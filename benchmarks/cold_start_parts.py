@@ -68,22 +68,18 @@ def in_new_process(cache: Path, **env: str) -> float:
     return float(done.stdout.strip().splitlines()[-1])
 
 
-def compiler() -> str:
-    for name in (os.environ.get("COREAI_TORCH_CXX"), "clang++-19", "clang++"):
-        if name and shutil.which(name):
-            return name
-    raise RuntimeError("no clang++ found (set COREAI_TORCH_CXX)")
-
-
 def parts(runs: int) -> dict[str, list[float]]:
     times: dict[str, list[float]] = {}
 
     def note(name: str, seconds: float) -> None:
         times.setdefault(name, []).append(seconds)
 
+    from coreai_torch import _C
+
+    compiler = _C._cpu_compiler()  # the one the backends compile with
     for _ in range(runs):
         start = time.perf_counter()
-        subprocess.run([compiler(), "--version"], capture_output=True, check=True)
+        subprocess.run([compiler, "--version"], capture_output=True, check=True)
         note("compiler check (clang++ --version)", time.perf_counter() - start)
         with tempfile.TemporaryDirectory(prefix="coreai_torch_cold_parts_") as tmp:
             empty, parsed, precompiled = (Path(tmp) / n for n in ("empty", "parsed", "pch"))

@@ -282,6 +282,11 @@ Search search(const CacheDir& cache, const std::string& kernel) {
   return s;
 }
 
+[[noreturn]] void throw_search_interrupted(const std::string& kernel) {
+  cpu::throw_interrupted("kernel '" + kernel +
+                         "': interrupted (SIGINT) while looking for a C++ compiler");
+}
+
 // The search started when the first kernel is defined (start_compiler_check):
 // its thread, and its end, which a launch that needs a compiler waits for
 // rather than checking the same compiler beside it. Both are forgotten in a
@@ -290,7 +295,7 @@ std::mutex& early_search_mutex() {
   static std::mutex& mutex = child_unlocked_mutex();
   return mutex;
 }
-std::thread* early_search = nullptr;  // leaked: joined at exit, never destroyed
+std::thread* early_search = nullptr;  // joined or detached at exit, never destroyed
 std::shared_future<void> early_search_done;
 // How long the exit waits for an early search still running.
 constexpr int kExitWaitSeconds = 5;
@@ -306,10 +311,7 @@ void await_early_search(const std::string& kernel) {
   if (!done.valid()) return;
   const cpu::LaunchScope* scope = cpu::LaunchScope::current();
   while (done.wait_for(std::chrono::milliseconds(10)) != std::future_status::ready) {
-    if (scope != nullptr && scope->interrupted()) {
-      cpu::throw_interrupted("kernel '" + kernel +
-                             "': interrupted (SIGINT) while looking for a C++ compiler");
-    }
+    if (scope != nullptr && scope->interrupted()) throw_search_interrupted(kernel);
   }
 }
 
@@ -328,10 +330,7 @@ const Compiler& find_compiler(const std::string& kernel, const std::string& back
     found = s.found;
     return *found;
   }
-  if (s.interrupted) {
-    cpu::throw_interrupted("kernel '" + kernel +
-                           "': interrupted (SIGINT) while looking for a C++ compiler");
-  }
+  if (s.interrupted) throw_search_interrupted(kernel);
   TORCH_CHECK(s.refused_explicit.empty(), "kernel '", kernel, "': COREAI_TORCH_CXX names ",
               s.refused_explicit, ", which the ", backend, " backend cannot use:", s.tried,
               "\nPoint COREAI_TORCH_CXX at clang++ 15 or newer, or unset it to search PATH.");

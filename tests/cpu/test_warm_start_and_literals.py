@@ -76,6 +76,14 @@ CHILD = textwrap.dedent(
 )
 
 
+def _compiler_wrapper(tmp_path: Path, name: str, before: str) -> Path:
+    """A clang++ that runs the shell line ``before`` first, then the real compiler."""
+    wrapper = tmp_path / name
+    wrapper.write_text(f'#!/bin/sh\n{before}\nexec {C._cpu_compiler()} "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
+
+
 def _run_child(cache: Path, compiler: Path) -> tuple[int, int, float]:
     env = {**os.environ, "COREAI_TORCH_CACHE_DIR": str(cache), "COREAI_TORCH_CXX": str(compiler)}
     p = subprocess.run(
@@ -87,11 +95,8 @@ def _run_child(cache: Path, compiler: Path) -> tuple[int, int, float]:
 
 
 def test_warm_cache_runs_no_compiler_process(tmp_path: Path) -> None:
-    real = C._cpu_compiler()
     log = tmp_path / "invocations.log"
-    wrapper = tmp_path / "clang-wrapper"
-    wrapper.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexec {real} "$@"\n')
-    wrapper.chmod(0o755)
+    wrapper = _compiler_wrapper(tmp_path, "clang-wrapper", f'echo "$*" >> "{log}"')
     cache = tmp_path / "cache"
 
     assert _run_child(cache, wrapper)[:2] == (1, 0)
@@ -147,11 +152,8 @@ EARLY_CHECK = textwrap.dedent(
 
 @pytest.mark.parametrize("how", ["same process", "fork"])
 def test_the_compiler_is_checked_when_the_first_kernel_is_defined(tmp_path: Path, how: str) -> None:
-    real = C._cpu_compiler()
     log = tmp_path / "invocations.log"
-    wrapper = tmp_path / "clang-wrapper"
-    wrapper.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexec {real} "$@"\n')
-    wrapper.chmod(0o755)
+    wrapper = _compiler_wrapper(tmp_path, "clang-wrapper", f'echo "$*" >> "{log}"')
     env = {
         **os.environ,
         "COREAI_TORCH_CACHE_DIR": str(tmp_path / "cache"),
@@ -172,12 +174,9 @@ def test_the_compiler_is_checked_when_the_first_kernel_is_defined(tmp_path: Path
 
 
 def test_a_hung_compiler_check_does_not_hold_the_exit(tmp_path: Path) -> None:
-    real = C._cpu_compiler()
-    wrapper = tmp_path / "hung-clang"
-    wrapper.write_text(
-        f'#!/bin/sh\nif [ "$1" = "--version" ]; then sleep 120; fi\nexec {real} "$@"\n'
+    wrapper = _compiler_wrapper(
+        tmp_path, "hung-clang", 'if [ "$1" = "--version" ]; then sleep 120; fi'
     )
-    wrapper.chmod(0o755)
     env = {
         **os.environ,
         "COREAI_TORCH_CACHE_DIR": str(tmp_path / "cache"),

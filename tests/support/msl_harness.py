@@ -140,7 +140,7 @@ def _start_gpu_check(source: Path, extra_flags: tuple[str, ...]) -> subprocess.P
     CUDA backend, whose compile the GPU suite alone would otherwise see. Where
     the CUDA toolchain is missing, not checked (ptx_check.py says when that
     fails a run)."""
-    if ptx_check.toolchain_problem():
+    if not ptx_check.ENABLED:
         return None
     return subprocess.Popen(
         [*_gpu_command(), *extra_flags, "-fsyntax-only", str(source)],
